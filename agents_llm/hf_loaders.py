@@ -31,31 +31,54 @@ the lettered options (:func:`agents_llm.tasks.format_choices`), the same layout 
 LiveCodeBench
 -------------
 ``prompt`` is ``question_content``, followed by the starter code in a python fence when
-there is any. ``tests`` is a self-contained Python **harness program** built from the
-public test cases (``public_test_cases`` is a JSON string: a list of
-``{"input", "output", "testtype"}``):
+there is any. ``tests`` is a self-contained Python **harness program** built from the test
+cases (``public_test_cases`` is a JSON string: a list of ``{"input", "output", "testtype"}``);
+it follows LiveCodeBench's own runner (``lcb_runner/evaluation/testing_util.py``), stops at
+the first failing case, prints one line per passed case and the failure (on stderr), and
+exits 0 only when every case passes:
 
 * ``testtype == "stdin"``: the candidate program is run in a child process (the current
   interpreter) with ``input`` on stdin; it passes when its stdout equals ``output`` after
   stripping the whole text and each line (LiveCodeBench's own comparison also strips lines).
-  The harness exits 0 when every case passes, 1 otherwise (printing which case failed).
-* ``testtype == "functional"`` (LeetCode-style, call a method of ``class Solution``): **not
-  supported**. Such cases are counted in ``metadata["unsupported_tests"]``; a task with no
-  stdin case at all gets a harness that prints ``UNSUPPORTED`` and exits 2, and
-  ``metadata["tests_supported"] = False`` so callers can filter these tasks out.
+* ``testtype == "functional"`` (LeetCode style, ``grade_call_based``): the problem's JSON
+  ``metadata`` names the function (``func_name``; a record with functional cases and no
+  ``func_name`` is an error). One worker process per task runs LiveCodeBench's import
+  prelude (``from typing import *``, ``from collections import *``, ... and
+  ``sys.setrecursionlimit(50000)``, so ``List[int]`` hints work without imports) and then the
+  candidate in a module named ``tmp_sol`` (so an ``if __name__ == "__main__":`` block does not
+  run). The callable is ``Solution().<func_name>`` when the candidate's source contains
+  ``class Solution`` (LiveCodeBench's test; one instance serves every case), else the
+  top-level function ``<func_name>``. Each case's ``input`` is split at newlines and every
+  line parsed with ``json.loads`` (the positional arguments); ``output`` is ``json.loads``-ed.
+  A returned tuple is turned into a list (only at the top level), then the case passes when
+  ``prediction == expected``: exact equality, no float tolerance, as in LiveCodeBench. Loading
+  the candidate and each call get :data:`PER_CASE_TIMEOUT_S` seconds of wall time (the
+  harness kills the worker when one runs over); an exception (``SystemExit`` included) or a
+  dead worker fails the case. The JSON of every case is checked when the task is loaded
+  (``ValueError`` naming the field and case otherwise).
+* A problem with both kinds runs its stdin cases, then its functional cases; any other
+  ``testtype`` is an error. A problem with no case at all gets a harness that prints
+  ``UNSUPPORTED`` and exits 2, and ``metadata["tests_supported"] = False``.
 * ``private_test_cases`` are added to the harness only when they are plain JSON in the same
   format. In the published dataset they are usually base64 + zlib + **pickle**: those are
   never decoded (unpickling untrusted data runs code); ``metadata["private_tests"]`` says
   ``"included"``, ``"encoded (not decoded: unsupported)"`` or ``"absent"``.
 
+Metadata: ``test_harness = "livecodebench"``, ``n_tests`` (= ``n_stdin_tests`` +
+``n_functional_tests``), ``tests_supported``, ``per_case_timeout_s``, ``private_tests``, and
+the record's own ``metadata`` JSON as ``lcb_metadata``.
+
 The harness needs the candidate source as a global string ``CANDIDATE_SOURCE`` defined
-*before* it; :func:`build_stdin_program` makes that program (completion with markdown
-fences stripped, then the harness) for :func:`agents_llm.sandbox.execute`. Note that
-:func:`agents_llm.scoring.score_code` appends the tests *after* the completion, which would
-run the candidate at top level with an empty stdin first, so it cannot score these tasks
-as is; use ``execute(build_stdin_program(task, completion), timeout_s=...)`` (give it a
-timeout of at least ``cases x PER_CASE_TIMEOUT_S``). ``metadata["test_harness"]`` is
-``"livecodebench_stdin"`` for these tasks.
+*before* it; :func:`build_test_program` makes that program (completion with markdown
+fences stripped, then the harness) and :func:`agents_llm.scoring.score_code` runs it in
+:func:`agents_llm.sandbox.execute` for tasks with this ``test_harness``. Give the sandbox a
+timeout of at least ``(n_tests + 1) x PER_CASE_TIMEOUT_S`` if slow but correct candidates
+must pass. Exposure (the same as in LiveCodeBench's runner, which calls the candidate in the
+process that holds the expected outputs): the harness and the functional worker hold the
+expected outputs in memory and the candidate runs in the same sandbox, so a candidate written
+to cheat could find them. The harness guards against accidents: the candidate only ever runs
+in child processes, so its ``sys.exit(0)``, ``os._exit`` or prints cannot end the harness
+with a pass.
 
 Loading from the Hub: recent ``datasets`` releases (4.0+) no longer run dataset loading
 scripts; ``livecodebench/code_generation_lite`` was published with one (``version_tag=``).
@@ -73,10 +96,11 @@ from typing import Any
 from agents_llm.tasks import choice_letters, format_choices
 from topo_env.tasks import Task
 
-__all__ = ["BENCHMARKS", "load_benchmark", "build_stdin_program", "PER_CASE_TIMEOUT_S"]
+__all__ = ["BENCHMARKS", "load_benchmark", "build_test_program", "build_stdin_program", "PER_CASE_TIMEOUT_S"]
 
 PER_CASE_TIMEOUT_S = 6.0
-"""Wall-clock limit of one LiveCodeBench test case inside the harness (LiveCodeBench uses 6 s)."""
+"""Wall-clock limit (seconds) of one LiveCodeBench test case inside the harness, and of loading
+the candidate for functional cases (LiveCodeBench uses 6 s for both)."""
 
 _MISSING = object()
 
@@ -157,7 +181,13 @@ def _math(name: str, id_field: str | None, problem_field: str, answer_field: str
     return convert
 
 
+_TESTTYPES = ("stdin", "functional")
+
+
 def _parse_cases(raw: Any, field: str) -> list[dict[str, Any]]:
+    """The test cases of ``field`` (a JSON string or an already decoded list), checked: each
+    has string ``input``/``output`` and a known ``testtype``; a functional case's input lines
+    and output must be JSON (as LiveCodeBench parses them)."""
     cases = json.loads(raw) if isinstance(raw, str) else raw
     if not isinstance(cases, list):
         raise _RecordError(f"field {field!r} must be a JSON list of test cases")
@@ -166,20 +196,216 @@ def _parse_cases(raw: Any, field: str) -> list[dict[str, Any]]:
             raise _RecordError(f"field {field!r}: case {i} needs 'input', 'output' and 'testtype'")
         if not isinstance(case["input"], str) or not isinstance(case["output"], str):
             raise _RecordError(f"field {field!r}: case {i}: 'input' and 'output' must be strings")
+        if case["testtype"] not in _TESTTYPES:
+            raise _RecordError(f"field {field!r}: case {i}: unknown testtype {case['testtype']!r} "
+                               f"(expected one of {', '.join(_TESTTYPES)})")
+        if case["testtype"] == "functional":
+            for j, line in enumerate(case["input"].split("\n")):
+                try:
+                    json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise _RecordError(f"field {field!r}: case {i}: functional input line {j} is not "
+                                       f"JSON ({e}): {line[:100]!r}") from None
+            try:
+                json.loads(case["output"])
+            except json.JSONDecodeError as e:
+                raise _RecordError(f"field {field!r}: case {i}: functional output is not JSON ({e}): "
+                                   f"{case['output'][:100]!r}") from None
     return [dict(c) for c in cases]
 
 
-_HARNESS = '''
-# ---- LiveCodeBench stdin harness (generated by agents_llm.hf_loaders) ----
+# LiveCodeBench's call-based prelude (testing_util.import_string), in this order: star imports
+# (later ones shadow earlier ones; ``builtins`` restores e.g. ``open`` after ``io``), then the
+# modules themselves, then a high recursion limit.
+_PRELUDE_STAR_MODULES = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math",
+                         "random", "statistics", "itertools", "functools", "operator", "io", "sys",
+                         "json", "builtins", "typing")
+_PRELUDE_MODULES = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
+                    "statistics", "itertools", "functools", "operator", "io", "sys", "json")
+_CALL_PRELUDE = ("".join(f"from {m} import *\n" for m in _PRELUDE_STAR_MODULES)
+                 + "".join(f"import {m}\n" for m in _PRELUDE_MODULES)
+                 + "sys.setrecursionlimit(50000)\n")
+
+# Runs in its own process: ``python -c _FUNCTIONAL_WORKER <report fd>``, the job (JSON) on
+# stdin. It reports JSON lines on the report fd: {"event": "load_error"|"loaded"|"start"|
+# "result"|"done", ...}; the harness enforces the time limits and decides.
+_FUNCTIONAL_WORKER = r'''
+import json
+import os
+import sys
+import time
+import traceback
+import types
+
+
+def _short(value, limit=300):
+    try:
+        text = value if isinstance(value, str) else repr(value)
+    except BaseException as exc:  # e.g. an int too large to print
+        text = f"<{type(value).__name__} that cannot be shown: {type(exc).__name__}>"
+    return text if len(text) <= limit else text[: limit // 2] + " ...(truncated)... " + text[-limit // 2:]
+
+
+def _describe(exc):
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    return "".join(lines)[-1500:].rstrip()
+
+
+def main():
+    report = os.fdopen(int(sys.argv[1]), "w", encoding="utf-8", buffering=1)
+
+    def send(**message):
+        report.write(json.dumps(message) + "\n")
+        report.flush()
+
+    job = json.loads(sys.stdin.read())
+    sys.stdin = open(os.devnull, encoding="utf-8")  # the candidate's input() sees end of file
+    source, func_name = job["source"], job["func_name"]
+    module = types.ModuleType("tmp_sol")  # not "__main__": a main guard does not run
+    try:
+        exec(compile(job["prelude"], "<livecodebench prelude>", "exec"), module.__dict__)
+        exec(compile(source, "candidate.py", "exec"), module.__dict__)
+        target = module.Solution() if "class Solution" in source else module
+    except BaseException as exc:
+        send(event="load_error", detail=_describe(exc))
+        return
+    method = getattr(target, func_name, None)
+    if not callable(method):
+        where = "class Solution" if target is not module else "the candidate (top level)"
+        send(event="load_error", detail=f"{where} defines no callable {func_name!r}")
+        return
+    send(event="loaded")
+    for position, (raw_input, raw_output) in enumerate(job["cases"]):
+        args = [json.loads(line) for line in raw_input.split("\n")]
+        expected = json.loads(raw_output)
+        send(event="start", case=position)
+        start = time.perf_counter()
+        try:
+            prediction = method(*args)
+        except BaseException as exc:
+            send(event="result", case=position, status="error", seconds=time.perf_counter() - start,
+                 detail=_describe(exc))
+            return
+        seconds = time.perf_counter() - start
+        if isinstance(prediction, tuple):  # LiveCodeBench: a tuple counts as a list (top level only)
+            prediction = list(prediction)
+        try:
+            same = bool(prediction == expected)
+        except BaseException as exc:
+            send(event="result", case=position, status="error", seconds=seconds,
+                 detail="comparing the result failed: " + _describe(exc))
+            return
+        if not same:
+            send(event="result", case=position, status="wrong", seconds=seconds,
+                 detail=f"wrong answer\nexpected: {_short(raw_output)}\ngot: {_short(prediction)}")
+            return
+        send(event="result", case=position, status="pass", seconds=seconds)
+    send(event="done")
+
+
+main()
+'''
+
+_HARNESS_BODY = r'''
+import json as _json
+import os as _os
+import select as _select
 import subprocess as _sp
 import sys as _sys
-
-_CASES = {cases!r}
-_PER_CASE_TIMEOUT_S = {timeout!r}
+import tempfile as _tempfile
+import time as _time
 
 
 def _norm(text):
     return [line.strip() for line in text.strip().splitlines()]
+
+
+def _stdin_case(stdin, expected):
+    """None when the candidate program maps ``stdin`` to ``expected``, else why not."""
+    try:
+        proc = _sp.run([_sys.executable, "candidate.py"], input=stdin, capture_output=True,
+                       text=True, timeout=_PER_CASE_TIMEOUT_S)
+    except _sp.TimeoutExpired:
+        return f"timeout after {_PER_CASE_TIMEOUT_S} s"
+    if proc.returncode != 0:
+        return f"exit status {proc.returncode}\n{proc.stderr[-2000:]}"
+    if _norm(proc.stdout) != _norm(expected):
+        return f"wrong output\nexpected: {expected[:500]!r}\ngot: {proc.stdout[:500]!r}"
+    return None
+
+
+def _worker_gone(proc, err, what):
+    proc.wait()
+    err.seek(0)
+    tail = err.read()[-1500:].decode("utf-8", "replace").rstrip()
+    return f"the worker process exited (status {proc.returncode}) {what}" + (f"\n{tail}" if tail else "")
+
+
+def _follow_worker(proc, fd, err, passed):
+    """Read the worker's reports, enforcing the time limits; print each passed case.
+    Returns None when every case passed, else (case index or None, reason)."""
+    buffer = b""
+    index = None  # the running case (its index in the task's case list); None while loading
+    deadline = _time.monotonic() + _PER_CASE_TIMEOUT_S
+    while True:
+        while b"\n" not in buffer:
+            remaining = deadline - _time.monotonic()
+            if remaining <= 0:
+                what = f"timeout after {_PER_CASE_TIMEOUT_S} s"
+                return index, (what if index is not None else "loading the candidate: " + what)
+            ready, _, _ = _select.select([fd], [], [], min(remaining, 0.5))
+            if not ready:
+                if proc.poll() is None or _select.select([fd], [], [], 0)[0]:
+                    continue
+                chunk = b""  # exited, pipe kept open by a child of its own: nothing more will come
+            else:
+                chunk = _os.read(fd, 65536)
+            if not chunk:
+                what = "while loading the candidate" if index is None else "during the case"
+                return index, _worker_gone(proc, err, what)
+            buffer += chunk
+        line, buffer = buffer.split(b"\n", 1)
+        try:
+            message = _json.loads(line)
+            event = message["event"]
+        except (ValueError, KeyError, TypeError):
+            return index, f"malformed report from the worker: {line[:200]!r}"
+        if event == "load_error":
+            return None, "could not load the candidate:\n" + message["detail"]
+        if event == "start":
+            index = _FUNCTIONAL_CASES[message["case"]][0]
+        elif event == "result":
+            if message["status"] != "pass":
+                return index, message["detail"]
+            print(f"case {index} (functional): passed in {message['seconds']:.3f} s", flush=True)
+            passed.append(index)
+        elif event == "done":
+            return None
+        deadline = _time.monotonic() + _PER_CASE_TIMEOUT_S
+
+
+def _functional_cases(source, passed):
+    job = _json.dumps({"source": source, "func_name": _FUNC_NAME, "prelude": _CALL_PRELUDE,
+                       "cases": [[inp, out] for _, inp, out in _FUNCTIONAL_CASES]}).encode("utf-8")
+    read_fd, write_fd = _os.pipe()
+    with _tempfile.TemporaryFile() as err:
+        try:
+            proc = _sp.Popen([_sys.executable, "-c", _FUNCTIONAL_WORKER, str(write_fd)], stdin=_sp.PIPE,
+                             stdout=_sp.DEVNULL, stderr=err, pass_fds=(write_fd,))
+        finally:
+            _os.close(write_fd)
+        try:
+            try:
+                proc.stdin.write(job)
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass  # the worker died at start: its reports end, which says so
+            return _follow_worker(proc, read_fd, err, passed)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            _os.close(read_fd)
 
 
 def _run_cases():
@@ -187,39 +413,55 @@ def _run_cases():
         source = CANDIDATE_SOURCE
     except NameError:
         print("harness error: CANDIDATE_SOURCE is not defined; build the program with "
-              "agents_llm.hf_loaders.build_stdin_program", file=_sys.stderr)
+              "agents_llm.hf_loaders.build_test_program", file=_sys.stderr)
         return 3
-    with open("candidate.py", "w", encoding="utf-8") as fh:
-        fh.write(source)
-    for i, (stdin, expected) in enumerate(_CASES):
-        try:
-            proc = _sp.run([_sys.executable, "candidate.py"], input=stdin, capture_output=True,
-                           text=True, timeout=_PER_CASE_TIMEOUT_S)
-        except _sp.TimeoutExpired:
-            print(f"case {{i}}: timeout after {{_PER_CASE_TIMEOUT_S}} s", file=_sys.stderr)
-            return 1
-        if proc.returncode != 0:
-            print(f"case {{i}}: exit status {{proc.returncode}}\\n{{proc.stderr[-2000:]}}", file=_sys.stderr)
-            return 1
-        if _norm(proc.stdout) != _norm(expected):
-            print(f"case {{i}}: wrong output\\nexpected: {{expected[:500]!r}}\\ngot: {{proc.stdout[:500]!r}}",
-                  file=_sys.stderr)
-            return 1
-    print(f"passed {{len(_CASES)}} case(s)")
+    total = len(_STDIN_CASES) + len(_FUNCTIONAL_CASES)
+    if not total:
+        print("UNSUPPORTED: this problem has no test case to run", file=_sys.stderr)
+        return 2
+    passed = []
+    failure = None
+    if _STDIN_CASES:
+        with open("candidate.py", "w", encoding="utf-8") as fh:
+            fh.write(source)
+        for index, stdin, expected in _STDIN_CASES:
+            start = _time.monotonic()
+            reason = _stdin_case(stdin, expected)
+            if reason is not None:
+                failure = (index, "stdin", reason)
+                break
+            print(f"case {index} (stdin): passed in {_time.monotonic() - start:.3f} s", flush=True)
+            passed.append(index)
+    if failure is None and _FUNCTIONAL_CASES:
+        result = _functional_cases(source, passed)
+        if result is not None:
+            failure = (result[0], "functional", result[1])
+    if failure is not None:
+        index, kind, reason = failure
+        where = f"case {index} ({kind})" if index is not None else f"{kind} cases"
+        print(f"{where}: {reason}", file=_sys.stderr)
+        print(f"FAILED: {where}; {len(passed)} of {total} case(s) passed before it", file=_sys.stderr)
+        return 1
+    print(f"passed {total} case(s)")
     return 0
 
 
 _sys.exit(_run_cases())
 '''
 
-_UNSUPPORTED = '''
-# ---- LiveCodeBench harness (generated by agents_llm.hf_loaders) ----
-import sys as _sys
 
-print("UNSUPPORTED: this problem only has functional (call-based) test cases, "
-      "which agents_llm.hf_loaders does not run", file=_sys.stderr)
-_sys.exit(2)
-'''
+def _harness(stdin_cases: list[tuple[int, str, str]], functional_cases: list[tuple[int, str, str]],
+             func_name: str | None) -> str:
+    """The harness program text (needs ``CANDIDATE_SOURCE`` defined before it); cases are
+    ``(index in the task's case list, input, output)``."""
+    return ("\n# ---- LiveCodeBench test harness (generated by agents_llm.hf_loaders) ----\n"
+            f"_STDIN_CASES = {stdin_cases!r}\n"
+            f"_FUNCTIONAL_CASES = {functional_cases!r}\n"
+            f"_FUNC_NAME = {func_name!r}\n"
+            f"_PER_CASE_TIMEOUT_S = {PER_CASE_TIMEOUT_S!r}\n"
+            f"_CALL_PRELUDE = {_CALL_PRELUDE!r}\n"
+            f"_FUNCTIONAL_WORKER = {_FUNCTIONAL_WORKER!r}\n"
+            + _HARNESS_BODY)
 
 
 def _livecodebench(rec: Mapping[str, Any], index: int) -> Task:
@@ -232,20 +474,12 @@ def _livecodebench(rec: Mapping[str, Any], index: int) -> Task:
     raw_private = _get(rec, "private_test_cases", required=False)
     if raw_private not in (None, "", []):
         try:
-            private = _parse_cases(raw_private, "private_test_cases")
+            decoded = json.loads(raw_private) if isinstance(raw_private, str) else raw_private
+        except json.JSONDecodeError:  # base64/zlib/pickle blob: never decoded
+            private_status = "encoded (not decoded: unsupported)"
+        else:
+            private = _parse_cases(decoded, "private_test_cases")
             private_status = "included"
-        except (ValueError, TypeError):  # base64/zlib/pickle blob: never decoded
-            private, private_status = [], "encoded (not decoded: unsupported)"
-
-    cases = public + private
-    stdin_cases = [(c["input"], c["output"]) for c in cases if c["testtype"] == "stdin"]
-    unsupported = len(cases) - len(stdin_cases)
-    tests = _HARNESS.format(cases=stdin_cases, timeout=PER_CASE_TIMEOUT_S) if stdin_cases else _UNSUPPORTED
-
-    starter = _get(rec, "starter_code", required=False)
-    prompt = content.rstrip()
-    if isinstance(starter, str) and starter.strip():
-        prompt += "\n\n```python\n" + starter.strip("\n") + "\n```"
 
     meta_raw = _get(rec, "metadata", required=False)
     if isinstance(meta_raw, str):
@@ -253,12 +487,29 @@ def _livecodebench(rec: Mapping[str, Any], index: int) -> Task:
             meta_raw = json.loads(meta_raw) if meta_raw.strip() else {}
         except json.JSONDecodeError:
             pass
+
+    cases = public + private
+    stdin_cases = [(i, c["input"], c["output"]) for i, c in enumerate(cases) if c["testtype"] == "stdin"]
+    functional_cases = [(i, c["input"], c["output"]) for i, c in enumerate(cases) if c["testtype"] == "functional"]
+    func_name = meta_raw.get("func_name") if isinstance(meta_raw, Mapping) else None
+    if functional_cases and (not isinstance(func_name, str) or not func_name.isidentifier()):
+        raise _RecordError(f"field 'metadata' must name the function of the functional test cases "
+                           f"(\"func_name\": an identifier), got {meta_raw!r}")
+    tests = _harness(stdin_cases, functional_cases, func_name if functional_cases else None)
+
+    starter = _get(rec, "starter_code", required=False)
+    prompt = content.rstrip()
+    if isinstance(starter, str) and starter.strip():
+        prompt += "\n\n```python\n" + starter.strip("\n") + "\n```"
+
     metadata: dict[str, Any] = {
         "source": "livecodebench",
-        "test_harness": "livecodebench_stdin",
-        "tests_supported": bool(stdin_cases),
-        "n_tests": len(stdin_cases),
-        "unsupported_tests": unsupported,
+        "test_harness": "livecodebench",
+        "tests_supported": bool(cases),
+        "n_tests": len(cases),
+        "n_stdin_tests": len(stdin_cases),
+        "n_functional_tests": len(functional_cases),
+        "per_case_timeout_s": PER_CASE_TIMEOUT_S,
         "private_tests": private_status,
     }
     for key in ("question_title", "platform", "contest_id", "contest_date", "difficulty"):
@@ -332,12 +583,16 @@ def load_benchmark(name: str, split: str | None = None, limit: int | None = None
     return tasks
 
 
-def build_stdin_program(task: Task, completion: str | None) -> str:
-    """The program to run for a LiveCodeBench stdin task: ``CANDIDATE_SOURCE = <code>``
-    (markdown fences stripped from ``completion``) followed by the task's harness."""
+def build_test_program(task: Task, completion: str | None) -> str:
+    """The program to run for a LiveCodeBench task: ``CANDIDATE_SOURCE = <code>`` (markdown
+    fences stripped from ``completion``) followed by the task's harness (``task.tests``)."""
     if task.tests is None:
         raise ValueError(f"task {task.id!r} has no tests")
     from agents_llm.scoring import strip_code_fences
 
     code = strip_code_fences(completion or "")
     return f"CANDIDATE_SOURCE = {code!r}\n" + task.tests
+
+
+build_stdin_program = build_test_program
+"""Former name of :func:`build_test_program` (from when only stdin cases ran)."""

@@ -577,10 +577,10 @@ def score_code(completion: str | None, task: Task, timeout_s: float = 10.0) -> t
     stdin/stdout tasks (LiveCodeBench) feed the candidate to their harness."""
     from agents_llm.sandbox import execute  # lazy: the sandbox is optional at import time
 
-    if task.metadata.get("test_harness") == "livecodebench_stdin":
-        from agents_llm.hf_loaders import build_stdin_program
+    if task.metadata.get("test_harness") == "livecodebench":
+        from agents_llm.hf_loaders import build_test_program
 
-        program = build_stdin_program(task, completion or "")
+        program = build_test_program(task, completion or "")
     else:
         program = build_program(task, completion or "")
     result = execute(program, timeout_s=timeout_s)

@@ -7,7 +7,8 @@ import pytest
 
 pytest.importorskip("datasets")
 
-from agents_llm.hf_loaders import BENCHMARKS, build_stdin_program, load_benchmark  # noqa: E402
+from agents_llm.hf_loaders import BENCHMARKS, PER_CASE_TIMEOUT_S, build_test_program, load_benchmark  # noqa: E402
+from agents_llm.scoring import score_code  # noqa: E402
 from agents_llm.sandbox import execute  # noqa: E402
 
 
@@ -53,12 +54,30 @@ FUNCTIONAL_PROBLEM = {
     "question_id": "1",
     "contest_id": "weekly-1",
     "contest_date": "2024-01-02T00:00:00",
-    "starter_code": "class Solution:\n    def twoSum(self, nums, target):\n        ",
+    "starter_code": "class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n        ",
     "difficulty": "medium",
-    "public_test_cases": json.dumps([{"input": "[2,7]\n9", "output": "[0, 1]", "testtype": "functional"}]),
+    "public_test_cases": json.dumps([
+        {"input": "[2,7,11,15]\n9", "output": "[0, 1]", "testtype": "functional"},
+        {"input": "[3,2,4]\n6", "output": "[1, 2]", "testtype": "functional"},
+    ]),
     "private_test_cases": json.dumps([]),
     "metadata": json.dumps({"func_name": "twoSum"}),
 }
+# LeetCode style: no import of List (LiveCodeBench's prelude provides it); returns a tuple,
+# which LiveCodeBench counts as a list; prints and a main guard must not disturb the harness.
+TWO_SUM = """
+class Solution:
+    def twoSum(self, nums: List[int], target: int) -> List[int]:
+        seen = {}
+        for i, x in enumerate(nums):
+            if target - x in seen:
+                return seen[target - x], i
+            seen[x] = i
+
+print("debug output")
+if __name__ == "__main__":
+    print(Solution().twoSum([1, 2], 3), input())
+"""
 
 
 def test_mmlu_pro(tmp_path):
@@ -105,17 +124,26 @@ def test_livecodebench_tasks(tmp_path):
     assert [t.id for t in tasks] == ["livecodebench/abc001_a", "livecodebench/1"]
     stdin_task, func_task = tasks
     assert all(t.domain == "code" and t.reference is None for t in tasks)
+    assert all(t.metadata["test_harness"] == "livecodebench" for t in tasks)
     assert stdin_task.prompt == STDIN_PROBLEM["question_content"]
     assert stdin_task.metadata["tests_supported"] and stdin_task.metadata["n_tests"] == 2
+    assert (stdin_task.metadata["n_stdin_tests"], stdin_task.metadata["n_functional_tests"]) == (2, 0)
     assert stdin_task.metadata["private_tests"].startswith("encoded")
     assert stdin_task.metadata["platform"] == "atcoder"
-    # starter code is appended; functional tests are marked unsupported
+    # starter code is appended; functional tests are run
     assert FUNCTIONAL_PROBLEM["question_content"] in func_task.prompt
     assert "class Solution:" in func_task.prompt
-    assert func_task.metadata["tests_supported"] is False
-    assert func_task.metadata["unsupported_tests"] == 1
+    assert func_task.metadata["tests_supported"] is True
+    assert (func_task.metadata["n_tests"], func_task.metadata["n_functional_tests"]) == (2, 2)
+    assert func_task.metadata["per_case_timeout_s"] == PER_CASE_TIMEOUT_S
     assert func_task.metadata["lcb_metadata"] == {"func_name": "twoSum"}
-    res = execute(build_stdin_program(func_task, "pass"), timeout_s=20)
+
+
+def test_livecodebench_without_cases_is_unsupported(tmp_path):
+    rec = dict(STDIN_PROBLEM, public_test_cases="[]", private_test_cases="")
+    (task,) = load_benchmark("livecodebench", data_files=_write(tmp_path, [rec]))
+    assert task.metadata["tests_supported"] is False and task.metadata["n_tests"] == 0
+    res = execute(build_test_program(task, "print(1)"), timeout_s=20)
     assert res.returncode == 2 and "UNSUPPORTED" in res.stderr
 
 
@@ -124,12 +152,12 @@ def test_livecodebench_harness_runs(tmp_path):
     good = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
     wrong = "a, b = map(int, input().split())\nprint(a - b)\n"
     crash = "raise SystemExit(1)\n"
-    ok = execute(build_stdin_program(task, good), timeout_s=30)
+    ok = execute(build_test_program(task, good), timeout_s=30)
     assert ok.ok, ok.stderr
     assert "passed 2 case(s)" in ok.stdout
-    bad = execute(build_stdin_program(task, wrong), timeout_s=30)
+    bad = execute(build_test_program(task, wrong), timeout_s=30)
     assert not bad.ok and "wrong output" in bad.stderr
-    assert not execute(build_stdin_program(task, crash), timeout_s=30).ok
+    assert not execute(build_test_program(task, crash), timeout_s=30).ok
     # the harness alone (no CANDIDATE_SOURCE) fails clearly instead of passing
     alone = execute(task.tests, timeout_s=30)
     assert not alone.ok and "CANDIDATE_SOURCE" in alone.stderr
@@ -198,8 +226,6 @@ def test_missing_datasets_package(monkeypatch):
 
 def test_score_code_runs_livecodebench_tasks_through_their_harness(tmp_path, monkeypatch):
     """scoring.score_code dispatches stdin tasks to the harness: right program 1.0, wrong 0.0."""
-    from agents_llm.scoring import score_code
-
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     record = {"question_title": "Sum", "question_content": "Read two integers and print their sum.",
@@ -213,3 +239,108 @@ def test_score_code_runs_livecodebench_tasks_through_their_harness(tmp_path, mon
     good, _ = score_code("a, b = map(int, input().split())\nprint(a + b)", task, timeout_s=20)
     bad, _ = score_code("a, b = map(int, input().split())\nprint(a - b)", task, timeout_s=20)
     assert (good, bad) == (1.0, 0.0)
+
+
+# --------------------------------------------------------------------------- functional (call-based) cases
+def _functional_task(tmp_path, **overrides):
+    (task,) = load_benchmark("livecodebench", data_files=_write(tmp_path, [dict(FUNCTIONAL_PROBLEM, **overrides)]))
+    return task
+
+
+def test_livecodebench_functional_correct_solution_passes(tmp_path):
+    task = _functional_task(tmp_path)
+    score, res = score_code("```python" + TWO_SUM + "```", task, timeout_s=30)
+    assert score == 1.0, res.stderr
+    assert "case 0 (functional): passed" in res.stdout and "case 1 (functional): passed" in res.stdout
+    assert "passed 2 case(s)" in res.stdout
+    assert "debug output" not in res.stdout  # the candidate's prints never reach the verdict
+
+
+@pytest.mark.parametrize("name,code,message", [
+    ("wrong", TWO_SUM.replace("return seen[target - x], i", "return [i, seen[target - x]]"),
+     "case 0 (functional): wrong answer\nexpected: [0, 1]\ngot: [1, 0]"),
+    ("raises", TWO_SUM.replace("seen = {}", "seen = {}[0]"), "KeyError: 0"),
+    ("exits 0 at load", "import sys\nsys.exit(0)\n" + TWO_SUM, "SystemExit: 0"),
+    ("exits 0 in the call", "import os\nclass Solution:\n    def twoSum(self, nums, target):\n        os._exit(0)\n",
+     "exited (status 0) during the case"),
+    ("no such method", "class Solution:\n    def two_sum(self, nums, target):\n        return [0, 1]\n",
+     "class Solution defines no callable 'twoSum'"),
+])
+def test_livecodebench_functional_failures(tmp_path, name, code, message):
+    score, res = score_code(code, _functional_task(tmp_path), timeout_s=30)
+    assert score == 0.0 and res.returncode == 1, (name, res.stdout, res.stderr)
+    assert message in res.stderr, res.stderr
+    assert "FAILED:" in res.stderr
+
+
+def test_livecodebench_functional_infinite_loop_hits_the_per_case_limit(tmp_path):
+    """Case 0 passes, case 1 loops forever: the harness kills the worker after
+    PER_CASE_TIMEOUT_S and reports it; the sandbox's own (longer) timeout is not needed."""
+    loop = TWO_SUM.replace("seen = {}", "seen = {}\n        while len(nums) == 3:\n            pass")
+    score, res = score_code(loop, _functional_task(tmp_path), timeout_s=30)
+    assert score == 0.0 and not res.timed_out and res.returncode == 1, res.stderr
+    assert "case 0 (functional): passed" in res.stdout
+    assert f"case 1 (functional): timeout after {PER_CASE_TIMEOUT_S} s" in res.stderr
+    assert res.wall_time_s < 30
+    # the host carries on: the next candidate is scored normally
+    assert score_code(TWO_SUM, _functional_task(tmp_path), timeout_s=30)[0] == 1.0
+
+
+TOP_LEVEL_PROBLEM = dict(
+    FUNCTIONAL_PROBLEM, question_id="pairs", question_title="Pairs",
+    question_content="Return the pairs [i, j] (i < j) of indices whose values sum to target.",
+    starter_code="def pairSums(nums: List[int], target: int) -> List[List[int]]:\n    ",
+    public_test_cases=json.dumps([{"input": "[1,2,3,0]\n3", "output": "[[0, 1], [2, 3]]", "testtype": "functional"}]),
+    metadata=json.dumps({"func_name": "pairSums"}))
+PAIRS = """
+def pairSums(nums, target):
+    n = len(nums)
+    return [[i, j] for i in range(n) for j in range(i + 1, n) if nums[i] + nums[j] == target]
+"""
+
+
+@pytest.mark.parametrize("code,passes", [
+    (PAIRS, True),
+    # a top-level tuple counts as a list, as in LiveCodeBench ...
+    (PAIRS.replace("return [", "return tuple([").replace("target]\n", "target])\n"), True),
+    # ... but nested tuples do not (LiveCodeBench compares with ==: (0, 1) != [0, 1])
+    (PAIRS.replace("[[i, j] for", "[(i, j) for"), False),
+], ids=["list of lists", "tuple of lists", "list of tuples"])
+def test_livecodebench_top_level_function_and_sequence_comparison(tmp_path, code, passes):
+    (task,) = load_benchmark("livecodebench", data_files=_write(tmp_path, [TOP_LEVEL_PROBLEM]))
+    score, res = score_code(code, task, timeout_s=30)
+    assert score == (1.0 if passes else 0.0), res.stderr
+    if not passes:
+        assert "wrong answer" in res.stderr and "got: [(0, 1), (2, 3)]" in res.stderr
+
+
+def test_livecodebench_problem_with_both_kinds_runs_both(tmp_path):
+    rec = dict(TOP_LEVEL_PROBLEM, question_id="mixed", metadata=json.dumps({"func_name": "add"}),
+               public_test_cases=json.dumps([
+                   {"input": "1 2\n", "output": "3\n", "testtype": "stdin"},
+                   {"input": "4\n5", "output": "9", "testtype": "functional"},
+               ]))
+    (task,) = load_benchmark("livecodebench", data_files=_write(tmp_path, [rec]))
+    assert (task.metadata["n_stdin_tests"], task.metadata["n_functional_tests"]) == (1, 1)
+    both = ("import sys\ndef add(a, b):\n    return a + b\n"
+            "if __name__ == '__main__':\n    print(add(*map(int, sys.stdin.read().split())))\n")
+    score, res = score_code(both, task, timeout_s=30)
+    assert score == 1.0, res.stderr
+    assert "case 0 (stdin): passed" in res.stdout and "case 1 (functional): passed" in res.stdout
+    function_only = "def add(a, b):\n    return a + b\n"  # prints nothing for the stdin case
+    score, res = score_code(function_only, task, timeout_s=30)
+    assert score == 0.0 and "case 0 (stdin): wrong output" in res.stderr
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"metadata": "{}"}, r"record 0: field 'metadata' must name the function"),
+    ({"public_test_cases": json.dumps([{"input": "[1,2\n3", "output": "[0]", "testtype": "functional"}])},
+     r"record 0: field 'public_test_cases': case 0: functional input line 0 is not JSON"),
+    ({"private_test_cases": json.dumps([{"input": "[1]", "output": "nope", "testtype": "functional"}])},
+     r"record 0: field 'private_test_cases': case 0: functional output is not JSON"),
+    ({"public_test_cases": json.dumps([{"input": "1", "output": "1", "testtype": "interactive"}])},
+     r"record 0: field 'public_test_cases': case 0: unknown testtype 'interactive'"),
+])
+def test_livecodebench_bad_functional_records(tmp_path, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        _functional_task(tmp_path, **overrides)
