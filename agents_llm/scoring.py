@@ -574,13 +574,17 @@ def _ends_in_function(prompt: str) -> bool:
 def score_code(completion: str | None, task: Task, timeout_s: float = 10.0) -> tuple[float, ExecutionResult]:
     """Run the candidate against the task's tests in the sandbox; 1.0 when the program exits
     cleanly in time, else 0.0. Function tasks (HumanEval style) use :func:`build_program`;
-    stdin/stdout tasks (LiveCodeBench) feed the candidate to their harness."""
+    LiveCodeBench tasks (stdin and call-based cases) feed the candidate to their harness,
+    which limits every case itself; the sandbox's wall limit is then raised to cover all
+    cases, ``(n_tests + 1) * per_case_timeout_s``, so that it only catches a stuck harness."""
     from agents_llm.sandbox import execute  # lazy: the sandbox is optional at import time
 
     if task.metadata.get("test_harness") == "livecodebench":
         from agents_llm.hf_loaders import build_test_program
 
         program = build_test_program(task, completion or "")
+        per_case = float(task.metadata.get("per_case_timeout_s", 0.0))
+        timeout_s = max(timeout_s, (int(task.metadata.get("n_tests", 0)) + 1) * per_case)
     else:
         program = build_program(task, completion or "")
     result = execute(program, timeout_s=timeout_s)

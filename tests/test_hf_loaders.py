@@ -241,6 +241,21 @@ def test_score_code_runs_livecodebench_tasks_through_their_harness(tmp_path, mon
     assert (good, bad) == (1.0, 0.0)
 
 
+def test_score_code_gives_livecodebench_harness_time_for_every_case(tmp_path, monkeypatch):
+    """The harness limits each case; the sandbox's wall limit covers all of them, so a slow
+    but correct candidate is not cut off by the default 10 s."""
+    import agents_llm.sandbox
+
+    task = _functional_task(tmp_path)
+    limits = []
+    monkeypatch.setattr(agents_llm.sandbox, "execute", lambda code, timeout_s: limits.append(timeout_s) or execute(
+        "pass", timeout_s=5))
+    score_code("", task)
+    score_code("", task, timeout_s=1000.0)
+    assert limits == [(task.metadata["n_tests"] + 1) * PER_CASE_TIMEOUT_S, 1000.0]
+    assert limits[0] > 10.0
+
+
 # --------------------------------------------------------------------------- functional (call-based) cases
 def _functional_task(tmp_path, **overrides):
     (task,) = load_benchmark("livecodebench", data_files=_write(tmp_path, [dict(FUNCTIONAL_PROBLEM, **overrides)]))
