@@ -6,7 +6,8 @@ learned policy with every fixed topology on held-out tasks.
     python train_qmix.py --resume runs/math                # continue an interrupted run
 
 Writes to --out: TensorBoard logs, checkpoint.pt (every train.checkpoint_every episodes and at
-the end) and results.json; prints a comparison table at the end.
+the end), results.json and PNG pictures (learning_curves.png, action_distribution.png,
+topology_examples.png; see write_pictures); prints a comparison table at the end.
 """
 from __future__ import annotations
 
@@ -21,19 +22,21 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from matplotlib.image import imread
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from learners.buffer import EpisodeReplayBuffer
 from learners.config import ExperimentConfig, load_experiment
+from learners.evaluation import EVAL_SEED_OFFSET, QMIXPolicy, evaluate
+from learners.evaluation import config_overrides as _flatten  # a saved config as --set overrides (--resume)
 from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner, EpisodeStats
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
-from topo_env.baselines import BASELINES, SequencePolicy, evaluate_policy, format_table, make_baseline
+from topo_env.baselines import BASELINES, FIXED_BASELINES, SequencePolicy, format_table, make_baseline
 from topo_env.config import ConfigError
 from topo_env.env import TopologyParallelEnv
-
-EVAL_SEED_OFFSET = 1_000_000  # eval episode k uses seed + EVAL_SEED_OFFSET + k (held-out split too)
+from topo_env.plots import draw_episodes, plot_action_distribution, plot_learning_curves, save_figure
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,6 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", help="output directory (default runs/qmix-<profile>-seed<seed>)")
     p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-pictures", action="store_true", help="write no PNG pictures at the end")
     return p.parse_args(argv)
 
 
@@ -96,37 +100,13 @@ def pick_device(name: str) -> torch.device:
 
 
 def save_checkpoint(path: Path, cfg: ExperimentConfig, learner: QMIXLearner, buffer: EpisodeReplayBuffer,
-                    episode: int) -> None:
-    state = {"config": cfg.to_dict(), "learner": learner.state_dict(), "episode": episode,
+                    episode: int, curves: list[dict] = ()) -> None:
+    state = {"config": cfg.to_dict(), "learner": learner.state_dict(), "episode": episode, "curves": list(curves),
              "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
              "buffer": buffer.state_dict() if cfg.train.save_buffer else None}
     tmp = path.with_suffix(".tmp")
     torch.save(state, tmp)
     tmp.replace(path)  # never leave a half-written checkpoint behind
-
-
-def summarize(stats: list[EpisodeStats], n_agents: int, rounds: int, adversaries: tuple[int, ...]) -> dict:
-    """Evaluation figures of a list of episodes, in the results.json schema."""
-    actions = np.stack([s.actions for s in stats])  # (E, T, N)
-    graphs = np.stack([s.adjacency for s in stats])  # (E, T, N, N)
-    out = {
-        "reward": float(np.mean([s.reward for s in stats])),
-        "accuracy": float(np.mean([s.accuracy for s in stats])),
-        "tokens_per_task": float(np.mean([s.tokens for s in stats])),
-        "density": float(np.mean([s.density for s in stats])),
-        "episodes": len(stats),
-        "action_distribution_by_round": [
-            {ACTION_NAMES[a]: float(np.mean(actions[:, t] == a)) for a in range(N_ACTIONS)} for t in range(rounds)
-        ],
-        "density_by_bucket": {
-            bucket: float(np.mean([s.density for s in stats if s.bucket == bucket]))
-            for bucket in sorted({s.bucket for s in stats if s.bucket is not None})
-        },
-        "out_degree_by_agent": graphs.sum(axis=3).mean(axis=(0, 1)).tolist(),
-    }
-    if adversaries:
-        out["adversary_out_degree"] = float(graphs.sum(axis=3)[:, :, list(adversaries)].mean())
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # -- training -------------------------------------------------------------------------
     window: list[EpisodeStats] = []
+    curves: list[dict] = list(checkpoint.get("curves", [])) if checkpoint is not None else []  # log_window's points
     losses: list[dict] = []
     warmup = max(cfg.train.warmup_episodes, cfg.learner.batch_size)
     bar = tqdm(range(start, cfg.train.episodes), initial=start, total=cfg.train.episodes, desc="train",
@@ -198,13 +179,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\ntoken budget reached ({tokens_spent} >= {cfg.train.token_budget})", file=sys.stderr)
                 stop.requested = True
             if (episode + 1) % cfg.train.log_every == 0:
-                log_window(writer, window, losses, epsilon, episode + 1, rounds)
+                curves.append(log_window(writer, window, losses, epsilon, episode + 1, rounds))
                 bar.set_postfix(reward=f"{np.mean([s.reward for s in window]):.3f}",
                                 acc=f"{np.mean([s.accuracy for s in window]):.2f}",
                                 tokens=f"{np.mean([s.tokens for s in window]):.0f}", eps=f"{epsilon:.2f}")
                 window, losses = [], []
             if (episode + 1) % cfg.train.checkpoint_every == 0 or stop.requested:
-                save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, episode + 1)
+                save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, episode + 1, curves)
             if stop.requested:
                 print(f"\nstopped: checkpoint at episode {episode + 1} in {out_dir}; continue with --resume {out_dir}")
                 return 130
@@ -214,19 +195,18 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop.restore()
     train_seconds = time.perf_counter() - started
-    save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, cfg.train.episodes)
+    save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, cfg.train.episodes, curves)
 
     # -- evaluation on held-out tasks -------------------------------------------------------
     eval_seed = seed + EVAL_SEED_OFFSET
-    eval_runner = EpisodeRunner(eval_env, learner.agent, device)
-    greedy = [eval_runner.run(0.0, episode_rng(seed, 3, k), seed=eval_seed + k, options={"split": "eval"})[1]
-              for k in tqdm(range(cfg.train.eval_episodes), desc="evaluate qmix", disable=args.no_progress,
-                            file=sys.stderr)]
-    results = {"qmix": summarize(greedy, n, rounds, cfg.env.adversarial_agents)}
-    for name in BASELINES:
-        results[name] = evaluate_policy(eval_env, make_baseline(name), cfg.train.eval_episodes, seed=eval_seed,
-                                        split="eval", progress=not args.no_progress)
-    if cfg.env.backend == "sim" and n == 3 and rounds <= 2 and cfg.train.oracle_samples > 0:
+    # every policy through one loop and one summary (learners.evaluation): the same keys for all
+    results = {}
+    for policy in [QMIXPolicy(learner.agent, device)] + [make_baseline(name) for name in BASELINES]:
+        results[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes, seed=eval_seed, split="eval",
+                                        progress=not args.no_progress)[0]
+    # (the oracle searches a fixed adversary placement only: none for adversary_position="random")
+    if (cfg.env.backend == "sim" and n == 3 and rounds <= 2 and cfg.train.oracle_samples > 0
+            and cfg.env.adversary_position == "fixed"):
         from topo_env.oracle import search
 
         oracle = search(cfg.env.profile, rounds=rounds, samples=cfg.train.oracle_samples, seed=seed,
@@ -241,13 +221,19 @@ def main(argv: list[str] | None = None) -> int:
         bucket = SequencePolicy("oracle_bucket", {b: to_actions(v["sequence"])
                                                   for b, v in oracle["bucket"]["buckets"].items()})
         for policy in (fixed, bucket):
-            results[policy.name] = evaluate_policy(eval_env, policy, cfg.train.eval_episodes, seed=eval_seed,
-                                                   split="eval", progress=not args.no_progress)
+            results[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes, seed=eval_seed,
+                                            split="eval", progress=not args.no_progress)[0]
         results["oracle_fixed"]["sequence"] = oracle["fixed"]["sequence"]
         results["oracle_bucket"]["sequences"] = {b: v["sequence"] for b, v in oracle["bucket"]["buckets"].items()}
     summary = {"config": cfg.to_dict(), "eval": results,
-               "train": {"episodes": cfg.train.episodes, "seconds": train_seconds, "updates": learner.updates}}
+               "train": {"episodes": cfg.train.episodes, "seconds": train_seconds, "updates": learner.updates,
+                         "curves": curves}}
     (out_dir / "results.json").write_text(json.dumps(summary, indent=2))
+    if not args.no_pictures:
+        # the first held-out episodes of greedy QMIX again (same seeds, same episodes), to draw their graphs
+        examples = evaluate(eval_env, QMIXPolicy(learner.agent, device), min(cfg.train.eval_episodes, 12),
+                            seed=eval_seed, split="eval", progress=False)[1]
+        write_pictures(out_dir, cfg, curves, results, examples, writer)
     writer.close()
 
     rows = [{"policy": k, "reward": v["reward"], "accuracy": v.get("accuracy", ""),
@@ -259,12 +245,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def log_window(writer: SummaryWriter, window: list[EpisodeStats], losses: list[dict], epsilon: float,
-               step: int, rounds: int) -> None:
-    """TensorBoard: episode figures, learner diagnostics, actions and graphs per round."""
-    writer.add_scalar("episode/return", np.mean([s.reward for s in window]), step)
-    writer.add_scalar("episode/accuracy", np.mean([s.accuracy for s in window]), step)
-    writer.add_scalar("episode/tokens_per_task", np.mean([s.tokens for s in window]), step)
-    writer.add_scalar("episode/density", np.mean([s.density for s in window]), step)
+               step: int, rounds: int) -> dict:
+    """TensorBoard: episode figures, learner diagnostics, actions and graphs per round.
+
+    Returns the window's learning-curve point: ``episode`` (= step) and the window means of
+    ``reward``, ``accuracy``, ``tokens_per_task``, ``density``, plus ``epsilon`` and ``loss``
+    (None before learning starts)."""
+    point = {"episode": step, "reward": float(np.mean([s.reward for s in window])),
+             "accuracy": float(np.mean([s.accuracy for s in window])),
+             "tokens_per_task": float(np.mean([s.tokens for s in window])),
+             "density": float(np.mean([s.density for s in window])), "epsilon": float(epsilon),
+             "loss": float(np.mean([x["loss"] for x in losses])) if losses else None}
+    writer.add_scalar("episode/return", point["reward"], step)
+    writer.add_scalar("episode/accuracy", point["accuracy"], step)
+    writer.add_scalar("episode/tokens_per_task", point["tokens_per_task"], step)
+    writer.add_scalar("episode/density", point["density"], step)
     writer.add_scalar("train/epsilon", epsilon, step)
     if losses:
         for key in losses[0]:
@@ -276,11 +271,39 @@ def log_window(writer: SummaryWriter, window: list[EpisodeStats], losses: list[d
         writer.add_histogram(f"actions/round_{t + 1}", actions[:, t].reshape(-1), step, bins=np.arange(N_ACTIONS + 1) - 0.5)
         image = np.kron(graphs[:, t].mean(axis=0), np.ones((16, 16)))  # mean adjacency, 16 px per cell
         writer.add_image(f"adjacency/round_{t + 1}", image[None].astype(np.float32), step)
+    return point
 
 
-def _flatten(config: dict) -> list[str]:
-    """A saved config as --set overrides (used to rebuild it on --resume)."""
-    return [f"{section}.{key}={json.dumps(value)}" for section, values in config.items() for key, value in values.items()]
+def write_pictures(out_dir: Path, cfg: ExperimentConfig, curves: list[dict], results: dict, episodes: list,
+                   writer: SummaryWriter) -> list[Path]:
+    """PNGs of a finished run in ``out_dir``: ``learning_curves.png`` (the log windows' means,
+    with the best fixed baseline's held-out figures as reference lines; only when at least one
+    window was logged), ``action_distribution.png`` (greedy QMIX's action shares per round on
+    the held-out episodes, next to the oracles' where they ran) and ``topology_examples.png``
+    (the graphs of the first held-out episode of each difficulty bucket, also logged to
+    TensorBoard as ``topology/eval_examples``). Returns the paths written."""
+    written = []
+    fixed = {name: results[name] for name in FIXED_BASELINES if name in results}
+    best = max(fixed, key=lambda name: fixed[name]["reward"]) if fixed else None
+    if curves:
+        columns = {key: [point[key] for point in curves] for key in curves[0]}
+        references = {} if best is None else {
+            metric: {f"{best} (best fixed, held-out)": fixed[best][key]}
+            for metric, key in (("reward", "reward"), ("accuracy", "accuracy"), ("tokens_per_task", "tokens_per_task"))}
+        fig = plot_learning_curves(columns, title=f"QMIX training, {setting_name(cfg)} (means per {cfg.train.log_every} "
+                                                  "episodes, epsilon-greedy)", references=references)
+        written.append(save_figure(fig, out_dir / "learning_curves.png"))
+    shares = {name: results[name]["action_distribution_by_round"] for name in ("qmix", "oracle_fixed", "oracle_bucket")
+              if "action_distribution_by_round" in results.get(name, {})}
+    if shares:
+        fig = plot_action_distribution(shares, title=f"Actions per round on {results['qmix']['episodes']} held-out episodes")
+        written.append(save_figure(fig, out_dir / "action_distribution.png"))
+    if episodes:
+        roles = [f"{p} ({r})" for p, r in zip(cfg.env.personas, cfg.env.roles)] if cfg.env.personas else list(cfg.env.roles)
+        fig = draw_episodes(episodes, roles, cfg.env.adversarial_agents, title="Greedy QMIX on held-out episodes")
+        written.append(save_figure(fig, out_dir / "topology_examples.png"))
+        writer.add_image("topology/eval_examples", imread(written[-1])[..., :3], cfg.train.episodes, dataformats="HWC")
+    return written
 
 
 if __name__ == "__main__":

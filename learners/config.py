@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
-from topo_env.config import ConfigError, EnvConfig, load_yaml
+from topo_env.config import ConfigError, EnvConfig, load_yaml, parse_yaml
 
 SECTIONS = ("env", "learner", "train")
 
@@ -150,7 +149,7 @@ def parse_override(text: str) -> tuple[str, str, Any]:
     section, key = path.split(".")
     if section not in SECTIONS:
         raise ConfigError(f"--set {text!r}: unknown section {section!r}; known: {list(SECTIONS)}")
-    return section, key, yaml.safe_load(raw)
+    return section, key, parse_yaml(raw)
 
 
 def load_experiment(path: str | Path | None, overrides: list[str] = ()) -> ExperimentConfig:

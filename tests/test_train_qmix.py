@@ -245,6 +245,18 @@ def test_config_errors_before_training(tmp_path, override, words, monkeypatch):
     assert not started and not out.exists()
 
 
+def test_exponent_floats_parse_as_numbers_in_set_and_yaml(tmp_path):
+    """PyYAML reads ``1e-3`` as a string (YAML 1.1); configs read it as a float (YAML 1.2)."""
+    cfg = load_experiment(None, ["learner.lr=2e-4", "learner.tau=5E-3", "env.w_tok=1e-1"])
+    assert (cfg.learner.lr, cfg.learner.tau, cfg.env.w_tok) == (2e-4, 5e-3, 0.1)
+    path = tmp_path / "c.yaml"
+    path.write_text("learner:\n  lr: 3e-4\n  grad_clip: 1e1\nenv:\n  profile: mmlu_pro\n")
+    cfg = load_experiment(path)
+    assert (cfg.learner.lr, cfg.learner.grad_clip, cfg.env.profile) == (3e-4, 10.0, "mmlu_pro")
+    with pytest.raises(ConfigError, match="learner.lr='1e-3x'"):
+        load_experiment(None, ["learner.lr=1e-3x"])
+
+
 def test_epsilon_schedule_is_linear_over_the_run():
     cfg = load_experiment(None, ["train.episodes=200"])
     assert (cfg.learner.eps_start, cfg.learner.eps_end) == (1.0, 0.05)
@@ -285,3 +297,41 @@ def test_short_training_run_beats_random(tmp_path):
     se_bound = math.sqrt(2) * 1.625 / math.sqrt(n)
     margin = qmix - random_
     assert margin > 5 * se_bound, f"qmix {qmix:.3f} vs random {random_:.3f}: margin {margin:.3f}, SE <= {se_bound:.3f}"
+
+
+# -- pictures -------------------------------------------------------------------------------------
+
+
+def test_run_writes_pictures_and_curves(straight_run, tmp_path):
+    """A run leaves learning_curves.png, action_distribution.png and topology_examples.png
+    (valid PNGs), results.json["train"]["curves"] holds the logged window means (equal to the
+    TensorBoard scalars), the examples are in TensorBoard too, --no-pictures writes none, and a
+    resumed run has the same curves as the straight run (they travel in the checkpoint)."""
+    from matplotlib.image import imread
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    for name in ("learning_curves.png", "action_distribution.png", "topology_examples.png"):
+        path = straight_run / name
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+        pixels = imread(path)
+        assert pixels.ndim == 3 and pixels.shape[0] >= 300 and pixels.shape[1] >= 400, (name, pixels.shape)
+        assert pixels[..., :3].std() > 0.05, f"{name} is blank"
+    curves = load_results(straight_run)["train"]["curves"]
+    assert [c["episode"] for c in curves] == [10, 20, 30, 40]
+    assert set(curves[0]) == {"episode", "reward", "accuracy", "tokens_per_task", "density", "epsilon", "loss"}
+    acc = EventAccumulator(str(straight_run), size_guidance={"scalars": 0, "images": 0})
+    acc.Reload()
+    for key, tag in (("reward", "episode/return"), ("tokens_per_task", "episode/tokens_per_task"),
+                     ("epsilon", "train/epsilon")):
+        assert [c[key] for c in curves] == pytest.approx([e.value for e in acc.Scalars(tag)], rel=1e-6), key
+    losses = {e.step: e.value for e in acc.Scalars("train/loss")}
+    assert [c["loss"] for c in curves] == [pytest.approx(losses[c["episode"]], rel=1e-6) if c["episode"] in losses
+                                           else None for c in curves]
+    assert "topology/eval_examples" in acc.Tags()["images"]
+    out = tmp_path / "resumed"
+    assert train(out, "--episodes", "20", "--no-pictures", *FIXED_SCHEDULE) == 0
+    assert not list(out.glob("*.png"))
+    assert train_qmix.main(["--resume", str(out), "--episodes", "40", "--no-progress"]) == 0
+    assert load_results(out)["train"]["curves"] == curves
+    assert sorted(p.name for p in out.glob("*.png")) == ["action_distribution.png", "learning_curves.png",
+                                                         "topology_examples.png"]

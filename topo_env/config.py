@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
@@ -18,6 +20,7 @@ from topo_env.tasks import DOMAINS
 BACKENDS: tuple[str, ...] = ("sim", "llm")
 ROLE_KINDS: tuple[str, ...] = ("specialist", "analyzer")
 REWARD_MODES: tuple[str, ...] = ("sparse", "shaped")
+ADVERSARY_POSITIONS: tuple[str, ...] = ("fixed", "random")
 RENDER_MODES: tuple[str | None, ...] = (None, "ansi")
 
 
@@ -38,7 +41,15 @@ class EnvConfig:
         backend: who answers: ``"sim"`` (the calibrated simulated team).
         roles: role kind per agent (``specialist`` / ``analyzer``); default N-1 specialists
             then one analyzer, as in the paper's teams.
-        adversarial_agents: indices of agents replaced by adversaries.
+        adversarial_agents: with ``adversary_position="fixed"``, the indices of the agents
+            replaced by adversaries in every episode.
+        adversary_position: ``"fixed"`` (the agents in ``adversarial_agents``) or ``"random"``
+            (each episode, ``n_adversaries`` distinct agents drawn uniformly from the episode's
+            seeded RNG after its task and noise: same seed, same placement; a policy must
+            then tell the adversary from its behaviour, not its index).
+        n_adversaries: adversaries per episode. ``"random"`` needs it (1..N-1) and an empty
+            ``adversarial_agents``; with ``"fixed"`` it is best left out (``None``; if given it
+            must equal ``len(adversarial_agents)``). :attr:`adversary_count` is the count either way.
         w_acc, w_tok, max_tokens: reward R = w_acc * acc - w_tok * min(tokens / max_tokens, 1).
         reward_mode: ``sparse`` (R at the last round) or ``shaped`` (token penalty per round,
             same return).
@@ -62,6 +73,8 @@ class EnvConfig:
     backend: str = "sim"
     roles: tuple[str, ...] | None = None
     adversarial_agents: tuple[int, ...] = ()
+    adversary_position: str = "fixed"
+    n_adversaries: int | None = None
     w_acc: float = 1.25
     w_tok: float = 0.10
     max_tokens: int = 10000
@@ -99,15 +112,24 @@ class EnvConfig:
             if r not in ROLE_KINDS:
                 raise ConfigError(f"roles contains {r!r}; known role kinds: {list(ROLE_KINDS)}")
         object.__setattr__(self, "roles", roles)
-        adv = _tuple(self, "adversarial_agents", self.adversarial_agents)
-        for i in adv:
-            if not _is_int(i) or not 0 <= i < self.n_agents:
-                raise ConfigError(f"adversarial_agents contains {i!r}: must be agent indices in 0..{self.n_agents - 1}")
-        if len(set(adv)) != len(adv):
-            raise ConfigError(f"adversarial_agents={list(adv)!r} repeats an agent")
-        if len(adv) >= self.n_agents:
-            raise ConfigError(f"adversarial_agents={list(adv)!r} leaves no honest agent")
-        object.__setattr__(self, "adversarial_agents", tuple(int(i) for i in adv))
+        adv = check_adversaries(self.adversarial_agents, self.n_agents, "adversarial_agents")
+        object.__setattr__(self, "adversarial_agents", adv)
+        _choice(self, "adversary_position", ADVERSARY_POSITIONS)
+        count = self.n_adversaries
+        if count is not None and (not _is_int(count) or not 0 <= count < self.n_agents):
+            raise ConfigError(f"n_adversaries={count!r}: must be an integer in 0..{self.n_agents - 1} "
+                              f"(at least one honest agent among n_agents={self.n_agents})")
+        if self.adversary_position == "random":
+            if adv:
+                raise ConfigError(f"adversarial_agents={list(adv)!r} with adversary_position='random': the "
+                                  "adversaries are drawn per episode; leave adversarial_agents empty and set n_adversaries")
+            if count is None or count < 1:
+                raise ConfigError(f"adversary_position='random' needs n_adversaries >= 1, got n_adversaries={count!r}")
+        elif count is not None and count != len(adv):
+            raise ConfigError(f"n_adversaries={count!r} but adversarial_agents={list(adv)!r} names {len(adv)} "
+                              "(with adversary_position='fixed' the count is len(adversarial_agents))")
+        if count is not None:
+            object.__setattr__(self, "n_adversaries", int(count))
         for key in ("w_acc", "w_tok"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0 or value == float("inf"):
@@ -145,6 +167,18 @@ class EnvConfig:
                 raise ConfigError(f"backend='llm' needs dataset: 'humaneval' or a JSONL path, got {self.dataset!r}")
 
     @property
+    def adversary_count(self) -> int:
+        """Adversaries per episode (fixed or random)."""
+        return len(self.adversarial_agents) if self.adversary_position == "fixed" else int(self.n_adversaries)
+
+    def draw_adversaries(self, rng: np.random.Generator) -> tuple[int, ...]:
+        """The adversaries of one episode, sorted: ``adversarial_agents`` when fixed (no draw);
+        when random, ``n_adversaries`` distinct agents drawn uniformly with ``rng``."""
+        if self.adversary_position == "fixed":
+            return tuple(sorted(self.adversarial_agents))
+        return tuple(sorted(int(i) for i in rng.choice(self.n_agents, size=self.n_adversaries, replace=False)))
+
+    @property
     def resolved_domain(self) -> str:
         return self.domain if self.backend == "llm" else PROFILES[self.profile].domain
 
@@ -168,12 +202,29 @@ class EnvConfig:
         return d
 
 
+class _YAMLLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, plus YAML 1.2 floats without a dot (``1e-3``), which YAML 1.1
+    (and so plain PyYAML) reads as strings."""
+
+
+_YAMLLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+def parse_yaml(text: str) -> Any:
+    """Parse YAML text (safe: plain data only); ``1e-3`` is a float, as in YAML 1.2."""
+    return yaml.load(text, Loader=_YAMLLoader)
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML config file into a dict (a clear error if it is not a mapping)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
-    data = yaml.safe_load(path.read_text())
+    data = parse_yaml(path.read_text())
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -192,6 +243,22 @@ def load_env_config(path: str | Path, overrides: dict[str, Any] | None = None) -
     if not isinstance(section, dict):
         raise ConfigError(f"section 'env' of {str(path)!r} must be a mapping")
     return EnvConfig.from_dict({**section, **(overrides or {})})
+
+
+def check_adversaries(values: Any, n_agents: int, key: str) -> tuple[int, ...]:
+    """``values`` as a tuple of distinct agent indices in 0..N-1 that leaves an honest agent;
+    a ConfigError naming ``key`` and the bad value otherwise."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ConfigError(f"{key}={values!r}: must be a list")
+    adv = tuple(values)
+    for i in adv:
+        if not _is_int(i) or not 0 <= i < n_agents:
+            raise ConfigError(f"{key} contains {i!r}: must be agent indices in 0..{n_agents - 1}")
+    if len(set(adv)) != len(adv):
+        raise ConfigError(f"{key}={list(adv)!r} repeats an agent")
+    if len(adv) >= n_agents:
+        raise ConfigError(f"{key}={list(adv)!r} leaves no honest agent")
+    return tuple(int(i) for i in adv)
 
 
 def _masked(llm: Any) -> Any:

@@ -29,7 +29,7 @@ from pettingzoo import ParallelEnv
 
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
 from topo_env.backend import Message, TeamBackend, Verdict
-from topo_env.config import ConfigError, EnvConfig
+from topo_env.config import ConfigError, EnvConfig, check_adversaries
 from topo_env.encoders import make_encoder
 from topo_env.executor import RoundExecutor, RoundResult
 from topo_env.graph import PlanCache, adjacency_of
@@ -80,9 +80,15 @@ class TopologyParallelEnv(ParallelEnv):
     given by :class:`~topo_env.observation.ObservationBuilder`. ``state()`` is a flat
     float32 vector (``state_space``).
 
-    ``reset(seed=..., options={"task": Task | int, "split": "train" | "eval"})``: an int
-    task picks that index of the split; with the simulator, seed and options determine
-    the episode completely.
+    ``reset(seed=..., options={"task": Task | int, "split": "train" | "eval",
+    "adversaries": [i, ...]})``: an int task picks that index of the split; ``adversaries``
+    forces the episode's adversary set (``[]``: none). With the simulator, seed and options
+    determine the episode completely.
+
+    ``adversaries``: the sorted agent indices playing adversaries this episode (config
+    ``adversary_position``: fixed, or drawn per episode from its seeded RNG after the task
+    and noise, so the same seed gives the same task with or without adversaries). It is
+    never in observations or infos: a policy must tell an adversary from its behaviour.
     """
 
     metadata = {"name": "topomarl_v0", "render_modes": ["ansi"], "is_parallelizable": True}
@@ -99,6 +105,7 @@ class TopologyParallelEnv(ParallelEnv):
         self.encoder = make_encoder(cfg.encoder, None if cfg.encoder == "minilm" else cfg.embed_dim)
         self.obs_builder = ObservationBuilder(cfg.n_agents, cfg.rounds, cfg.roles, self.encoder.dim, cfg.max_tokens)
         self.executor = RoundExecutor(self.backend, cfg.roles, cfg.adversarial_agents)
+        self.adversaries: tuple[int, ...] = tuple(sorted(cfg.adversarial_agents))
         self._plans = PlanCache()
         mask = np.ones(N_ACTIONS, dtype=np.int8)
         mask[list(cfg.disabled_actions)] = 0
@@ -131,16 +138,23 @@ class TopologyParallelEnv(ParallelEnv):
         """Start an episode. A reset that raises changes nothing (episode, task, RNG)."""
         rng = np.random.default_rng(seed) if (seed is not None or self._rng is None) else self._rng
         saved = rng.bit_generator.state
+        options = dict(options or {})
         try:
-            task = self._choose_task(rng, dict(options or {}))
+            forced = options.get("adversaries")
+            if forced is not None:
+                forced = tuple(sorted(check_adversaries(forced, self.n_agents, "options['adversaries']")))
+            task = self._choose_task(rng, options)
             template = self.obs_builder.episode_template(
                 self.encoder.encode(task.prompt), int(task.metadata.get("prompt_tokens", len(task.prompt.split())))
             )
-            self.backend.start_episode(task, rng, self.n_agents, self.rounds)  # last: it validates, then commits
+            self.backend.start_episode(task, rng, self.n_agents, self.rounds)  # validates, then commits
+            drawn = self.config.draw_adversaries(rng)  # after task and noise: they do not depend on it
         except BaseException:
             rng.bit_generator.state = saved
             raise
         self._rng, self.task, self._template = rng, task, template
+        self.adversaries = drawn if forced is None else forced
+        self.executor.adversarial = frozenset(self.adversaries)
         n = self.n_agents
         self.round = 0
         self.agents = list(self.possible_agents)
@@ -226,6 +240,8 @@ class TopologyParallelEnv(ParallelEnv):
         if self._rng is None:
             return ""
         lines = [f"Task {self.task.id} ({self.task.domain}): {self.task.prompt}"]
+        if self.adversaries:
+            lines.append("adversaries: " + ", ".join(f"agent_{i}" for i in self.adversaries))
         for res in self.history:
             acts = ", ".join(f"agent_{i}={ACTION_NAMES[a]}" for i, a in enumerate(res.actions))
             lines.append(f"== round {res.round + 1}/{self.rounds}: {acts}")
@@ -257,9 +273,9 @@ class TopologyParallelEnv(ParallelEnv):
 
     # -- internals -----------------------------------------------------------------------
     def _choose_task(self, rng: np.random.Generator, options: dict) -> Task:
-        unknown = sorted(set(options) - {"task", "split"})
+        unknown = sorted(set(options) - {"task", "split", "adversaries"})
         if unknown:  # PettingZoo's API test passes arbitrary options: warn, do not fail
-            gymnasium.logger.warn(f"reset() ignores unknown option(s) {unknown}; known: ['split', 'task']")
+            gymnasium.logger.warn(f"reset() ignores unknown option(s) {unknown}; known: ['adversaries', 'split', 'task']")
         split = options.get("split", self.config.split)
         task = options.get("task")
         if task is None:

@@ -84,11 +84,12 @@ class BatchState:
     agent_tokens: np.ndarray  # (B, N)
     adjacency: list[np.ndarray]  # per finished round, (B, N, N)
     calls: list[np.ndarray]  # per finished round, (B, N)
+    adversaries: np.ndarray  # (B, N) bool: who plays an adversary in each episode
 
     def take(self, idx: np.ndarray) -> "BatchState":
         return BatchState(self.round, None if self.previous is None else self.previous.take(idx),
                           self.tokens[idx], self.agent_tokens[idx], [a[idx] for a in self.adjacency],
-                          [c[idx] for c in self.calls])
+                          [c[idx] for c in self.calls], self.adversaries[idx])
 
 
 @dataclass(frozen=True)
@@ -111,18 +112,27 @@ class BatchResult:
 
 
 class BatchSimulator:
-    """The simulated team for B episodes at once (open-loop action arrays)."""
+    """The simulated team for B episodes at once (open-loop action arrays).
+
+    Adversaries: ``adversarial_agents`` (fixed) play adversaries in every episode unless
+    :meth:`run` / :meth:`initial_state` get a per-episode (B, N) mask, e.g. from
+    :meth:`sample_adversaries` (``adversary_position="random"``) or from the env's
+    ``adversaries`` of the same episodes.
+    """
 
     def __init__(self, profile: SimProfile, n_agents: int = 3, rounds: int = 2, roles: tuple[str, ...] | None = None,
                  adversarial_agents: tuple[int, ...] = (), target_rule: str = "disagree", w_acc: float = 1.25,
-                 w_tok: float = 0.10, max_tokens: int = 10000):
+                 w_tok: float = 0.10, max_tokens: int = 10000, adversary_position: str = "fixed",
+                 n_adversaries: int | None = None):
         cfg = EnvConfig(n_agents=n_agents, rounds=rounds, profile=profile.name, roles=roles,
                         adversarial_agents=adversarial_agents, target_rule=target_rule, w_acc=w_acc, w_tok=w_tok,
-                        max_tokens=max_tokens)  # validates
+                        max_tokens=max_tokens, adversary_position=adversary_position,
+                        n_adversaries=n_adversaries)  # validates
         self.profile = profile
         self.n, self.rounds = n_agents, rounds
         self.roles = cfg.roles
-        self.adversarial = np.zeros(n_agents, dtype=bool)
+        self.adversary_position, self.n_adversaries = cfg.adversary_position, cfg.adversary_count
+        self.adversarial = np.zeros(n_agents, dtype=bool)  # the fixed placement (none when random)
         self.adversarial[list(cfg.adversarial_agents)] = True
         self.target_rule, self.w_acc, self.w_tok, self.max_tokens = target_rule, w_acc, w_tok, max_tokens
         self._cdf = np.array(wrong_label_cdf(profile))
@@ -131,29 +141,55 @@ class BatchSimulator:
     @classmethod
     def from_config(cls, config: EnvConfig, profile: SimProfile | None = None) -> "BatchSimulator":
         return cls(profile or get_profile(config.profile), config.n_agents, config.rounds, config.roles,
-                   config.adversarial_agents, config.target_rule, config.w_acc, config.w_tok, config.max_tokens)
+                   config.adversarial_agents, config.target_rule, config.w_acc, config.w_tok, config.max_tokens,
+                   config.adversary_position, config.n_adversaries)
 
     # -- sampling ------------------------------------------------------------------------
     def sample(self, rng: np.random.Generator, batch: int) -> tuple[TaskArrays, EpisodeNoise]:
         """Tasks and noise for ``batch`` episodes."""
         return TaskArrays.sample(rng, self.profile, batch), draw_noise(rng, self.profile, batch, self.rounds, self.n)
 
+    def sample_adversaries(self, rng: np.random.Generator, batch: int) -> np.ndarray:
+        """(B, N) bool adversary masks: the fixed placement in every row, or with
+        ``adversary_position="random"`` ``n_adversaries`` distinct agents per row, uniformly."""
+        if self.adversary_position == "fixed":
+            return np.broadcast_to(self.adversarial, (batch, self.n)).copy()
+        ranks = rng.random((batch, self.n)).argsort(axis=1)
+        mask = np.zeros((batch, self.n), dtype=bool)
+        np.put_along_axis(mask, ranks[:, : self.n_adversaries], True, axis=1)
+        return mask
+
     # -- running -------------------------------------------------------------------------
-    def run(self, actions: np.ndarray, tasks: TaskArrays, noise: EpisodeNoise) -> BatchResult:
-        """Run B episodes; ``actions`` is (B, T, N) or (T, N) (same sequence for all)."""
+    def run(self, actions: np.ndarray, tasks: TaskArrays, noise: EpisodeNoise,
+            adversaries: np.ndarray | None = None) -> BatchResult:
+        """Run B episodes; ``actions`` is (B, T, N) or (T, N) (same sequence for all);
+        ``adversaries`` a (B, N) bool mask (None: the fixed placement)."""
         b = len(tasks.difficulty)
         acts = np.asarray(actions, dtype=np.int64)
         if acts.ndim == 2:
             acts = np.broadcast_to(acts, (b,) + acts.shape)
         if acts.shape != (b, self.rounds, self.n):
             raise ValueError(f"actions must have shape (B, T, N) = {(b, self.rounds, self.n)}, got {acts.shape}")
-        state = self.initial_state(b)
+        state = self.initial_state(b, adversaries)
         for t in range(self.rounds):
             state = self.run_round(state, acts[:, t], tasks, noise)
         return self.finish(state, tasks, noise)
 
-    def initial_state(self, batch: int) -> BatchState:
-        return BatchState(0, None, np.zeros(batch, np.int64), np.zeros((batch, self.n), np.int64), [], [])
+    def initial_state(self, batch: int, adversaries: np.ndarray | None = None) -> BatchState:
+        """Before round 0. ``adversaries``: (B, N) bool per-episode placement (None: the fixed one)."""
+        if adversaries is None:
+            if self.adversary_position == "random":
+                raise ValueError("adversary_position='random': pass a (B, N) adversaries mask "
+                                 "(e.g. sample_adversaries(rng, B))")
+            mask = np.broadcast_to(self.adversarial, (batch, self.n))
+        else:
+            mask = np.asarray(adversaries)
+            if mask.shape != (batch, self.n) or mask.dtype != bool:
+                raise ValueError(f"adversaries must be a bool array of shape (B, N) = {(batch, self.n)}, "
+                                 f"got {mask.dtype} {mask.shape}")
+            if (mask.sum(axis=1) >= self.n).any():
+                raise ValueError("adversaries: some episode has no honest agent")
+        return BatchState(0, None, np.zeros(batch, np.int64), np.zeros((batch, self.n), np.int64), [], [], mask)
 
     def run_round(self, state: BatchState, actions: np.ndarray, tasks: TaskArrays, noise: EpisodeNoise) -> BatchState:
         """One round for every episode: targets, graph, layers, calls, verification."""
@@ -185,7 +221,7 @@ class BatchSimulator:
                     outside = adj[rows, :, i].astype(bool) & (comp[rows] != comp[rows, i][:, None])
                     shown = [(outside[:, j], _row_inputs(finals, rows, j)) for j in range(n) if outside[:, j].any()]
                 nz = call_noise[rows, i, 0]
-                out = self._call(i, rows, tasks, previous, shown, nz)
+                out = self._call(i, rows, tasks, previous, shown, nz, state.adversaries[rows, i])
                 self._store(out, rows, i, multi[rows, i], finals, drafts, verifying, nz)
                 tokens[rows, i] += out[3] + out[4]
                 calls[rows, i] += 1
@@ -204,12 +240,12 @@ class BatchSimulator:
                                                             for f in fields(Outputs)))))
                 own_draft = _row_inputs(drafts, rows, i)
                 nz = call_noise[rows, i, 1]
-                out = self._call(i, rows, tasks, own_draft, shown, nz)
+                out = self._call(i, rows, tasks, own_draft, shown, nz, state.adversaries[rows, i])
                 self._store(out, rows, i, None, finals, drafts, verifying, nz)
                 tokens[rows, i] += out[3] + out[4]
                 calls[rows, i] += 1
         return BatchState(t + 1, finals, state.tokens + tokens.sum(axis=1), state.agent_tokens + tokens,
-                          state.adjacency + [adj], state.calls + [calls])
+                          state.adjacency + [adj], state.calls + [calls], state.adversaries)
 
     def finish(self, state: BatchState, tasks: TaskArrays, noise: EpisodeNoise) -> BatchResult:
         """The decision node answers; score and reward."""
@@ -234,16 +270,19 @@ class BatchSimulator:
         return (label == 0).astype(np.float64), prompt + completion
 
     # -- the model, vectorised (mirrors topo_env.sim.model.simulate_call) ----------------
-    def _call(self, agent: int, rows, tasks, previous, shown, noise):
+    def _call(self, agent: int, rows, tasks, previous, shown, noise, adversarial: np.ndarray | None = None):
+        """Agent ``agent``'s call (-1: the decision node); ``adversarial``: (rows,) bool."""
         if agent < 0:
             return self._call_role("decider", False, rows, tasks, previous, shown, noise)
-        return self._call_role(self.roles[agent], bool(self.adversarial[agent]), rows, tasks, previous, shown, noise)
+        return self._call_role(self.roles[agent], adversarial, rows, tasks, previous, shown, noise)
 
-    def _call_role(self, role: str, adversarial: bool, rows: np.ndarray, tasks: TaskArrays,
+    def _call_role(self, role: str, adversarial: bool | np.ndarray, rows: np.ndarray, tasks: TaskArrays,
                    previous: Outputs | None, shown: list[tuple[np.ndarray, Outputs]], noise: np.ndarray):
-        """One call for each of ``rows``. ``previous``: own previous output (1-d fields) or
-        None; ``shown``: (mask, output) per sender in sender order, the mask saying in which
-        rows that sender's output is shown. Returns (label, conf, content, prompt, completion)."""
+        """One call for each of ``rows``. ``adversarial``: one bool for all rows or a (rows,)
+        bool mask (adversarial rows answer ADVERSARY_LABEL, whatever they are shown).
+        ``previous``: own previous output (1-d fields) or None; ``shown``: (mask, output) per
+        sender in sender order, the mask saying in which rows that sender's output is shown.
+        Returns (label, conf, content, prompt, completion)."""
         p = self.profile
         alpha_off, rho_fac, watt_fac, content_fac = p.roles[role]
         d = tasks.difficulty[rows]
@@ -253,7 +292,8 @@ class BatchSimulator:
         p_solve = 1.0 / (1.0 + np.exp(-(p.alpha + alpha_off - p.beta * d + p.task_spread * tasks.latent[rows])))
         att = np.where(noise[:, U_SOLVE] < p_solve, 0, np.searchsorted(self._cdf, noise[:, U_WRONG], side="right") + 1)
         c_att = 1.0 / (1.0 + np.exp(-(np.where(att == 0, p.mu_correct, p.mu_wrong) + p.sigma_conf * noise[:, Z_CONF_ATT])))
-        if adversarial:
+        adversarial = np.broadcast_to(np.asarray(adversarial, dtype=bool), (m,))
+        if adversarial.all():
             label = np.full(m, ADVERSARY_LABEL, np.int64)
             conf = np.full(m, p.adversary_confidence)
         else:
@@ -292,6 +332,9 @@ class BatchSimulator:
             support = best_score / total
             mu = np.where(label == 0, p.mu_correct, p.mu_wrong)
             conf = 1.0 / (1.0 + np.exp(-(mu + p.kappa * (support - 0.5) + p.sigma_conf * noise[:, Z_CONF_OUT])))
+            if adversarial.any():  # some rows are adversaries: their answer overrides the honest one
+                label = np.where(adversarial, ADVERSARY_LABEL, label)
+                conf = np.where(adversarial, p.adversary_confidence, conf)
         n_inputs = np.zeros(m, np.int64) + (0 if previous is None else 1)
         disagree = np.zeros(m, np.int64)
         ctx = np.zeros(m, np.int64)

@@ -1,0 +1,207 @@
+"""Held-out evaluation shared by train_qmix.py (results.json) and evaluate.py (robustness.json).
+
+Every policy, learned or fixed, is scored by the same loop
+(:func:`topo_env.baselines.evaluate_policy`, through the PettingZoo API) on the same seeded
+episodes, and summarised by the same function (:func:`evaluate`), so that every policy's
+entry has the same keys:
+
+* from ``evaluate_policy``: ``reward``, ``reward_std``, ``accuracy``, ``tokens_per_task``,
+  ``density``, ``episodes``;
+* from the episodes' graphs (:func:`summarize_traces`): ``total_tokens``,
+  ``action_distribution_by_round`` (per round, the share of agent choices per action),
+  ``density_by_bucket``, ``out_degree_by_agent`` (mean edges sent per round, per agent
+  index), and, where some agents are watched (by default each episode's adversaries),
+  ``adversary_out_degree`` / ``honest_out_degree``: the mean out-degree per round of the
+  watched agents / of the others. Out-degree of u is ``sum_v A[t, u, v]`` (edges u -> v).
+
+The learned policy plays through :class:`QMIXPolicy`, an adapter of the agent network to the
+baselines' ``Policy`` protocol (greedy: the same actions as ``EpisodeRunner.run(0.0, ...)``).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from pettingzoo.utils import BaseParallelWrapper
+
+from learners.agent_network import AgentQNetwork
+from learners.config import ExperimentConfig, load_experiment
+from learners.runner import select_actions
+from topo_env.actions import ACTION_NAMES, N_ACTIONS
+from topo_env.baselines import Policy, evaluate_policy
+from topo_env.config import ConfigError
+
+EVAL_SEED_OFFSET = 1_000_000
+"""Held-out episode k of a run with seed s uses env seed ``s + EVAL_SEED_OFFSET + k`` (eval split)."""
+
+_QMIX_STREAM = 0xE7A1
+"""Mixed into a QMIX policy's episode seed (its exploration draws are not the env's)."""
+
+
+class EpisodeTrace(NamedTuple):
+    """One finished episode, as the env recorded it."""
+
+    reward: float  # return of agent 0 (all agents share it)
+    accuracy: float
+    tokens: int  # team tokens incl. the decision node
+    density: float  # mean over rounds
+    actions: np.ndarray  # (T, N)
+    adjacency: np.ndarray  # (T, N, N), A[t, u, v] = 1 iff u -> v in round t
+    targets: np.ndarray  # (T, N) peers of selective_query / debate_check
+    bucket: str | None  # difficulty bucket of a simulated task
+    adversaries: tuple[int, ...]  # the episode's adversaries (env.adversaries)
+
+
+class TraceRecorder(BaseParallelWrapper):
+    """A pass-through wrapper that appends an :class:`EpisodeTrace` to ``traces`` whenever an
+    episode of the wrapped :class:`~topo_env.env.TopologyParallelEnv` ends (attributes such as
+    ``config``, ``adjacency`` or ``round`` are read from the wrapped env)."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.traces: list[EpisodeTrace] = []
+        self._episode_return = 0.0
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        self._episode_return = 0.0
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, actions):
+        obs, rewards, terminations, truncations, infos = self.env.step(actions)
+        first = self.env.possible_agents[0]
+        self._episode_return += float(rewards[first])
+        if not self.env.agents:
+            self.traces.append(trace_of(self.env.unwrapped, self._episode_return, infos[first]))
+        return obs, rewards, terminations, truncations, infos
+
+
+def trace_of(env, episode_return: float, last_info: dict) -> EpisodeTrace:
+    """The trace of ``env``'s episode that just ended (``last_info``: an agent's last infos)."""
+    history = env.history
+    n = env.n_agents
+    adjacency = np.stack([r.adjacency for r in history]).astype(np.int8)
+    return EpisodeTrace(
+        reward=float(episode_return), accuracy=float(last_info["accuracy"]), tokens=int(last_info["team_tokens"]),
+        density=float(adjacency.sum(axis=(1, 2)).mean() / (n * (n - 1))),
+        actions=np.array([r.actions for r in history], dtype=np.int64), adjacency=adjacency,
+        targets=np.array([r.targets for r in history], dtype=np.int64),
+        bucket=env.task.metadata.get("bucket"), adversaries=tuple(env.adversaries),
+    )
+
+
+class QMIXPolicy:
+    """The agent network as a baselines ``Policy``: each agent takes its best valid action
+    (``epsilon > 0``: epsilon-greedy with :func:`learners.runner.select_actions`, seeded by
+    ``reset(seed)``). The GRU state is carried over the rounds of an episode."""
+
+    def __init__(self, agent: AgentQNetwork, device: torch.device | str = "cpu", epsilon: float = 0.0,
+                 name: str = "qmix"):
+        if not 0.0 <= epsilon <= 1.0:
+            raise ValueError(f"epsilon={epsilon!r}: must be in [0, 1]")
+        self.agent, self.device, self.epsilon, self.name = agent, torch.device(device), float(epsilon), name
+        self._hidden = None
+        self._rng = np.random.default_rng(0)
+
+    def reset(self, seed: int | None) -> None:
+        self._hidden = None
+        self._rng = np.random.default_rng(None if seed is None else [int(seed), _QMIX_STREAM])
+
+    def act(self, observations: dict, env) -> dict[str, int]:
+        names = list(env.possible_agents)
+        obs = np.stack([observations[a]["observation"] for a in names])
+        mask = np.stack([observations[a]["action_mask"] for a in names]).astype(bool)
+        adjacency = np.asarray(env.adjacency, dtype=np.float32)
+        self.agent.eval()
+        if self._hidden is None:
+            self._hidden = self.agent.initial_hidden(1, len(names))
+        with torch.no_grad():
+            q, self._hidden = self.agent(torch.as_tensor(obs, device=self.device)[None],
+                                         torch.as_tensor(adjacency, device=self.device)[None], self._hidden)
+        actions = select_actions(q[0].cpu().numpy(), mask, self.epsilon, self._rng)
+        return {a: int(actions[i]) for i, a in enumerate(names) if a in observations}
+
+
+def summarize_traces(traces: Sequence[EpisodeTrace], rounds: int,
+                     watch: Sequence[Sequence[int]] | None = None) -> dict[str, Any]:
+    """Graph and action figures of a list of episodes (module docstring). ``watch[k]``: the
+    agents whose out-degree is reported as ``adversary_out_degree`` in episode k (default:
+    episode k's own adversaries); the keys are left out when no episode watches anyone."""
+    if not traces:
+        raise ValueError("no episodes to summarize")
+    if watch is None:
+        watch = [t.adversaries for t in traces]
+    if len(watch) != len(traces):
+        raise ValueError(f"watch has {len(watch)} entries for {len(traces)} episodes")
+    actions = np.stack([t.actions for t in traces])  # (E, T, N)
+    out_degree = np.stack([t.adjacency for t in traces]).sum(axis=3)  # (E, T, N): edges each agent sends
+    n = actions.shape[2]
+    watched = np.zeros((len(traces), n), dtype=bool)
+    for k, agents in enumerate(watch):
+        watched[k, list(agents)] = True
+    summary = {
+        "total_tokens": int(sum(t.tokens for t in traces)),
+        "action_distribution_by_round": [
+            {ACTION_NAMES[a]: float(np.mean(actions[:, t] == a)) for a in range(N_ACTIONS)} for t in range(rounds)
+        ],
+        "density_by_bucket": {
+            bucket: float(np.mean([t.density for t in traces if t.bucket == bucket]))
+            for bucket in sorted({t.bucket for t in traces if t.bucket is not None})
+        },
+        "out_degree_by_agent": out_degree.mean(axis=(0, 1)).tolist(),
+    }
+    if watched.any():
+        per_round = np.broadcast_to(watched[:, None, :], out_degree.shape)
+        summary["adversary_out_degree"] = float(out_degree[per_round].mean())
+        summary["honest_out_degree"] = float(out_degree[~per_round].mean())
+    return summary
+
+
+def evaluate(env, policy: Policy, episodes: int, seed: int, split: str = "eval", progress: bool = True,
+             watch: Sequence[Sequence[int]] | None = None) -> tuple[dict[str, Any], list[EpisodeTrace]]:
+    """Score ``policy`` on ``episodes`` episodes of ``env`` (episode k: env seed ``seed + k``)
+    with :func:`~topo_env.baselines.evaluate_policy`; returns its figures merged with
+    :func:`summarize_traces` of the same episodes, and the episodes' traces."""
+    recorder = TraceRecorder(env)
+    figures = evaluate_policy(recorder, policy, episodes, seed=seed, split=split, progress=progress)
+    return {**figures, **summarize_traces(recorder.traces, env.rounds, watch)}, recorder.traces
+
+
+def config_overrides(config: dict[str, dict[str, Any]]) -> list[str]:
+    """A saved config (``ExperimentConfig.to_dict()``) as ``--set`` overrides (to rebuild it)."""
+    return [f"{section}.{key}={json.dumps(value)}" for section, values in config.items() for key, value in values.items()]
+
+
+def load_checkpoint(path: str | Path, overrides: Sequence[str] = ()) -> tuple[ExperimentConfig, dict[str, Any]]:
+    """A train_qmix.py checkpoint: ``path`` is the run directory (holding checkpoint.pt) or the
+    file. Returns the run's config with ``overrides`` (``section.key=value``) applied, and the
+    checkpoint dict (``"config"``, ``"learner"``, ``"episode"``, ...)."""
+    path = Path(path)
+    file = path / "checkpoint.pt" if path.is_dir() else path
+    if not file.is_file():
+        raise ConfigError(f"checkpoint {str(path)!r} not found (expected a run directory with checkpoint.pt, or the file)")
+    checkpoint = torch.load(file, map_location="cpu", weights_only=False)
+    if not isinstance(checkpoint, dict) or not {"config", "learner"} <= set(checkpoint):
+        raise ConfigError(f"{str(file)!r} is not a train_qmix.py checkpoint (needs 'config' and 'learner')")
+    return load_experiment(None, config_overrides(checkpoint["config"]) + list(overrides)), checkpoint
+
+
+def agent_from_checkpoint(checkpoint: dict[str, Any], cfg: ExperimentConfig, obs_dim: int,
+                          device: torch.device | str = "cpu") -> AgentQNetwork:
+    """The trained agent network of a checkpoint, for observations of size ``obs_dim``
+    (a ConfigError if the checkpoint's network takes another size)."""
+    state = checkpoint["learner"]["agent"]
+    agent = AgentQNetwork(obs_dim, N_ACTIONS, cfg.learner.hidden_dim, cfg.learner.gnn_layers)
+    expected = {k: tuple(v.shape) for k, v in agent.state_dict().items()}
+    got = {k: tuple(v.shape) for k, v in state.items()}
+    if expected != got:
+        bad = sorted(k for k in set(expected) | set(got) if expected.get(k) != got.get(k))
+        raise ConfigError(f"the checkpoint's agent network does not fit observations of size {obs_dim} "
+                          f"(n_agents, rounds, roles, encoder, embed_dim must be those of training); "
+                          f"differs at {bad[:3]}: checkpoint {[got.get(k) for k in bad[:3]]}, "
+                          f"env {[expected.get(k) for k in bad[:3]]}")
+    agent.load_state_dict(state)
+    return agent.to(device).eval()

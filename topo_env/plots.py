@@ -1,0 +1,589 @@
+"""Pictures of runs: per-round communication graphs, action shares, learning curves, robustness.
+
+Every function returns a :class:`matplotlib.figure.Figure` built directly (no pyplot, no
+global backend switch), so it works in scripts, tests and notebooks alike; in a notebook run
+``%matplotlib inline`` once and a returned figure displays itself. :func:`save_figure`
+writes a PNG.
+
+Edge direction as everywhere in topomarl: ``A[t, u, v] == 1`` means agent u's output of
+round t reaches agent v (u -> v).
+
+Which action made an edge (:func:`edge_actions`): an edge u -> v can be explained by the
+sender's or the receiver's action (see :func:`topo_env.graph.build_adjacency`). It is
+credited to the first of, in this order:
+
+1. u ``broadcast_all`` (u -> everyone),
+2. u ``execute_verify`` with v == (u + 1) mod N (the chain),
+3. v ``aggregate_refine`` (everyone -> v),
+4. u ``selective_query`` / ``debate_check`` pointing at v (u -> its target),
+5. v ``debate_check`` pointing at u (the debate's reverse edge).
+
+Rules 1-3 do not depend on targets, so they come first. Without ``targets`` (the peers
+that selective_query / debate_check point at: ``env.history[t].targets``) rules 4 and 5
+accept any peer.
+"""
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from topo_env.actions import ACTION_NAMES, N_ACTIONS, CommAction
+from topo_env.graph import build_adjacency
+from topo_env.tasks import DIFFICULTY_BUCKETS
+
+__all__ = [
+    "ACTION_STYLES", "ADVERSARY_COLOR", "LEARNING_METRICS", "draw_episodes", "draw_topology", "draw_topology_examples",
+    "edge_actions", "plot_action_distribution", "plot_learning_curves", "plot_robustness", "save_figure",
+]
+
+ACTION_STYLES: dict[str, dict[str, str]] = {
+    "solo_process": {"color": "#9e9e9e", "linestyle": "solid"},  # makes no edge: node colour only
+    "broadcast_all": {"color": "#0072B2", "linestyle": "solid"},
+    "selective_query": {"color": "#009E73", "linestyle": "dashed"},
+    "aggregate_refine": {"color": "#E69F00", "linestyle": "dashdot"},
+    "execute_verify": {"color": "#CC79A7", "linestyle": "solid"},
+    "debate_check": {"color": "#8C564B", "linestyle": "dotted"},
+}
+"""Colour (node fill and edge) and edge line style of each action (Okabe-Ito colours)."""
+
+ADVERSARY_COLOR = "#B2182B"  # dark red: apart from the action colours
+
+LEARNING_METRICS: dict[str, str] = {
+    "reward": "return per episode",
+    "accuracy": "accuracy",
+    "tokens_per_task": "tokens per task",
+    "density": "graph density",
+    "epsilon": "exploration epsilon",
+    "loss": "TD loss",
+}
+"""Metrics :func:`plot_learning_curves` knows, in panel order, with their axis labels."""
+
+DPI = 120
+_NODE_SIZE = 900  # points^2
+_RADIUS = 1.0  # layout circle
+_X_REACH = 1.75  # panel x range: the circle plus room for labels left and right
+_PANEL_WIDTH = 3.1  # inches per round
+
+
+# -- topology ------------------------------------------------------------------------------
+
+
+def edge_actions(adjacency: np.ndarray, actions: Sequence[int], targets: Sequence[int] | None = None
+                 ) -> dict[tuple[int, int], int]:
+    """The action credited with each edge of one round (rules in the module docstring).
+
+    Args:
+        adjacency: (N, N) 0/1, ``A[u, v] == 1`` iff u -> v; no self-loops.
+        actions: (N,) action indices 0..5.
+        targets: optional (N,) peer each agent's selective_query / debate_check points at.
+
+    Returns:
+        ``{(u, v): action index}`` for every edge, in row-major order.
+
+    Raises:
+        ValueError: an edge no action explains, or an edge an action makes that is missing
+        (with targets: any difference from :func:`~topo_env.graph.build_adjacency`).
+    """
+    adj = np.asarray(adjacency)
+    acts = [int(a) for a in actions]
+    n = adj.shape[0]
+    if targets is not None:
+        expected = build_adjacency(acts, [int(x) for x in targets])
+        diff = np.argwhere(expected != (adj != 0))
+        if diff.size:
+            u, v = (int(x) for x in diff[0])
+            have = "has" if adj[u, v] else "lacks"
+            raise ValueError(f"adjacency {have} edge {u}->{v}, unlike build_adjacency(actions={acts}, "
+                             f"targets={[int(x) for x in targets]})")
+    for u, a in enumerate(acts):  # edges an action makes whatever the targets
+        must = {int(CommAction.BROADCAST_ALL): [(u, v) for v in range(n) if v != u],
+                int(CommAction.AGGREGATE_REFINE): [(v, u) for v in range(n) if v != u],
+                int(CommAction.EXECUTE_VERIFY): [(u, (u + 1) % n)]}.get(a, [])
+        for s, r in must:
+            if not adj[s, r]:
+                raise ValueError(f"adjacency lacks edge {s}->{r} that agent {u}'s {ACTION_NAMES[a]} makes")
+    credited: dict[tuple[int, int], int] = {}
+    for u, v in zip(*np.nonzero(adj)):
+        u, v = int(u), int(v)
+        credited[(u, v)] = _credit(u, v, acts, targets, n)
+    return credited
+
+
+def _credit(u: int, v: int, acts: list[int], targets: Sequence[int] | None, n: int) -> int:
+    pointing = (int(CommAction.SELECTIVE_QUERY), int(CommAction.DEBATE_CHECK))
+    if acts[u] == CommAction.BROADCAST_ALL:
+        return int(CommAction.BROADCAST_ALL)
+    if acts[u] == CommAction.EXECUTE_VERIFY and v == (u + 1) % n:
+        return int(CommAction.EXECUTE_VERIFY)
+    if acts[v] == CommAction.AGGREGATE_REFINE:
+        return int(CommAction.AGGREGATE_REFINE)
+    if acts[u] in pointing and (targets is None or int(targets[u]) == v):
+        return acts[u]
+    if acts[v] == CommAction.DEBATE_CHECK and (targets is None or int(targets[v]) == u):
+        return int(CommAction.DEBATE_CHECK)
+    raise ValueError(f"edge {u}->{v} is made by no agent's action (actions {[ACTION_NAMES[a] for a in acts]})")
+
+
+def draw_topology(adjacency: Any, actions: Any, roles: Sequence[str], adversaries: Sequence[int] = (),
+                  agent_names: Sequence[str] | None = None, title: str | None = None,
+                  ax_row: Sequence[Axes] | None = None, targets: Any = None) -> Figure:
+    """One panel per round: the team's communication graph.
+
+    Nodes sit on a fixed circle (agent 0 at the top, then clockwise), filled with the colour
+    of the action the agent chose, numbered, and labelled outside with the agent name (if
+    given) and role; adversaries get a dark red ring and "(adv)". Each edge u -> v is an
+    arrow in the colour and line style of the action credited with it (:func:`edge_actions`);
+    opposite edges curve apart. Arrows carry ``gid = "u->v:action_name"``.
+
+    Args:
+        adjacency: (T, N, N) 0/1, ``A[t, u, v] == 1`` iff u -> v in round t.
+        actions: (T, N) action indices (``topo_env.actions.ACTION_NAMES``).
+        roles: N role labels (role kinds or persona names).
+        adversaries: agent indices to mark.
+        agent_names: N names shown above the roles (default: none, the index is in the node).
+        title: figure title (the figure's suptitle, or the sub-figure's when drawing into
+            ``ax_row`` of a sub-figure).
+        ax_row: T axes to draw into (e.g. one row of a grid); default a new figure. The
+            action legend is added to the figure unless it already has one.
+        targets: optional (T, N) peers of selective_query / debate_check, for exact credit.
+
+    Returns:
+        The figure drawn on (the root figure when ``ax_row`` lies in a sub-figure).
+    """
+    adj, acts, tgts = _check_topology(adjacency, actions, targets)
+    t_len, n = acts.shape
+    roles = _check_labels("roles", roles, n)
+    names = None if agent_names is None else _check_labels("agent_names", agent_names, n)
+    adv = _check_adversaries(adversaries, n)
+    if ax_row is None:
+        fig = Figure(figsize=(_PANEL_WIDTH * t_len + 0.4, _panel_height(n) + 0.75), layout="constrained")
+        axes = list(fig.subplots(1, t_len, squeeze=False)[0])
+        container = fig
+    else:
+        axes = list(ax_row)
+        if len(axes) != t_len:
+            raise ValueError(f"ax_row has {len(axes)} axes, adjacency has {t_len} rounds")
+        container = axes[0].figure
+        fig = container.figure  # the root figure (a Figure is its own root)
+    pos = _circle_positions(n)
+    for t, ax in enumerate(axes):
+        credited = edge_actions(adj[t], acts[t], None if tgts is None else tgts[t])
+        _draw_round(ax, pos, acts[t], credited, roles, names, adv)
+        ax.set_title(f"round {t + 1}  ({len(credited)} edges)", fontsize=10)
+    if title:
+        container.suptitle(title, fontsize=11)
+    if not fig.legends:
+        fig.legend(handles=_action_handles(adv), loc="outside lower center", ncols=4, fontsize=8, frameon=False)
+    return fig
+
+
+def draw_topology_examples(examples: Sequence[tuple], roles: Sequence[str], adversaries: Sequence[int] = (),
+                           agent_names: Sequence[str] | None = None, title: str | None = None) -> Figure:
+    """Several episodes' graphs, one row of :func:`draw_topology` panels per episode.
+
+    Args:
+        examples: per row ``(label, adjacency (T, N, N), actions (T, N))``, optionally followed
+            by ``targets`` (T, N) or None and the row's ``adversaries`` (replacing the argument);
+            all rows with the same T and N.
+        roles, adversaries, agent_names: as in :func:`draw_topology`.
+    """
+    if not examples:
+        raise ValueError("examples is empty: nothing to draw")
+    rows = []
+    for example in examples:
+        if not 3 <= len(example) <= 5:
+            raise ValueError(f"an example must be (label, adjacency, actions[, targets[, adversaries]]), "
+                             f"got {len(example)} items")
+        label, adjacency, actions, targets, adv = (*example, None, None)[:5]
+        rows.append((str(label), np.asarray(adjacency), np.asarray(actions), targets,
+                     adversaries if adv is None else adv))
+    t_len, n = rows[0][2].shape if rows[0][2].ndim == 2 else (0, 0)
+    for label, _, actions, _, _ in rows:
+        if actions.ndim != 2 or actions.shape != (t_len, n) or t_len == 0:
+            raise ValueError(f"example {label!r} has actions of shape {actions.shape}; the first has {(t_len, n)}")
+    every_adversary = sorted({int(i) for row in rows for i in _check_adversaries(row[4], n)})
+    fig = Figure(figsize=(_PANEL_WIDTH * t_len + 0.4, (_panel_height(n) + 0.35) * len(rows) + 0.8),
+                 layout="constrained")
+    fig.legend(handles=_action_handles(every_adversary), loc="outside lower center", ncols=4, fontsize=8,
+               frameon=False)
+    for (label, adjacency, actions, targets, adv), sub in zip(rows, fig.subfigures(len(rows), 1, squeeze=False)[:, 0]):
+        draw_topology(adjacency, actions, roles, adv, agent_names, title=label, targets=targets,
+                      ax_row=list(sub.subplots(1, t_len, squeeze=False)[0]))
+    if title:
+        fig.suptitle(title, fontsize=12)
+    return fig
+
+
+def draw_episodes(episodes: Sequence[Any], roles: Sequence[str], adversaries: Sequence[int] = (),
+                  agent_names: Sequence[str] | None = None, title: str | None = None, limit: int = 3) -> Figure:
+    """:func:`draw_topology_examples` of a few recorded episodes: the first of each difficulty
+    bucket (easy, medium, hard) when episodes carry one, else the first ``limit``.
+
+    Args:
+        episodes: objects with ``adjacency`` (T, N, N) and ``actions`` (T, N), and optionally
+            ``bucket``, ``reward``, ``targets`` (T, N) and ``adversaries`` (e.g.
+            :class:`learners.evaluation.EpisodeTrace` or :class:`learners.runner.EpisodeStats`);
+            an episode's own ``adversaries`` replace the argument.
+    """
+    if not episodes:
+        raise ValueError("episodes is empty: nothing to draw")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit={limit!r}: must be an integer >= 1")
+    chosen: list[int] = []
+    for bucket in DIFFICULTY_BUCKETS:
+        found = next((k for k, ep in enumerate(episodes) if getattr(ep, "bucket", None) == bucket), None)
+        if found is not None:
+            chosen.append(found)
+    chosen = sorted(chosen)[:limit] if chosen else list(range(min(limit, len(episodes))))
+    examples = []
+    for k in chosen:
+        ep = episodes[k]
+        parts = [f"episode {k}"]
+        if getattr(ep, "bucket", None) is not None:
+            parts.append(str(ep.bucket))
+        if getattr(ep, "reward", None) is not None:
+            parts.append(f"return {float(ep.reward):+.2f}")
+        own = getattr(ep, "adversaries", None)
+        examples.append((", ".join(parts), ep.adjacency, ep.actions, getattr(ep, "targets", None),
+                         adversaries if own is None else own))
+    return draw_topology_examples(examples, roles, adversaries, agent_names, title)
+
+
+def _draw_round(ax: Axes, pos: dict[int, np.ndarray], acts: np.ndarray, credited: dict[tuple[int, int], int],
+                roles: list[str], names: list[str] | None, adv: list[int]) -> None:
+    n = len(acts)
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(n))
+    graph.add_edges_from(credited)
+    for a in sorted(set(credited.values())):
+        style = ACTION_STYLES[ACTION_NAMES[a]]
+        edges = [e for e, c in credited.items() if c == a]
+        arrows = nx.draw_networkx_edges(
+            graph, pos, edgelist=edges, ax=ax, node_size=_NODE_SIZE, arrows=True, arrowstyle="-|>",
+            arrowsize=14, width=2.0, edge_color=style["color"], style=style["linestyle"],
+            connectionstyle="arc3,rad=0.14", min_source_margin=2, min_target_margin=4,
+        )
+        for (u, v), arrow in zip(edges, arrows):
+            arrow.set_gid(f"{u}->{v}:{ACTION_NAMES[a]}")
+    nodes = nx.draw_networkx_nodes(
+        graph, pos, ax=ax, node_size=_NODE_SIZE, node_color=[ACTION_STYLES[ACTION_NAMES[a]]["color"] for a in acts],
+        edgecolors=[ADVERSARY_COLOR if i in adv else "#333333" for i in range(n)],
+        linewidths=[4.0 if i in adv else 1.0 for i in range(n)],
+    )
+    nodes.set_gid("nodes")
+    nodes.set_zorder(3)
+    if adv:  # a white gap inside the adversary's red ring keeps it apart from any fill colour
+        inner = ax.scatter([pos[i][0] for i in adv], [pos[i][1] for i in adv], s=_NODE_SIZE * 0.66,
+                           c=[ACTION_STYLES[ACTION_NAMES[acts[i]]]["color"] for i in adv], edgecolors="white",
+                           linewidths=1.6, zorder=3.5)
+        inner.set_gid("adversaries")
+    for i in range(n):
+        ax.text(*pos[i], str(i), ha="center", va="center", fontsize=11, fontweight="bold", color="white", zorder=4)
+        lines = ([names[i]] if names else []) + textwrap.wrap(roles[i], 16) + (["(adv)"] if i in adv else [])
+        out = pos[i] / np.linalg.norm(pos[i])
+        ha = "center" if abs(out[0]) < 0.3 else ("left" if out[0] > 0 else "right")
+        va = "bottom" if out[1] > 0.3 else ("top" if out[1] < -0.3 else "center")
+        ax.text(*(pos[i] + 0.3 * out), "\n".join(lines), ha=ha, va=va, fontsize=8, zorder=4, gid=f"label:{i}", clip_on=False,
+                color=ADVERSARY_COLOR if i in adv else "#222222", fontweight="bold" if i in adv else "normal")
+    ax.set_xlim(-_X_REACH, _X_REACH)
+    ax.set_ylim(*_y_limits(n))
+    ax.set_aspect("equal")
+    ax.set_axis_off()
+
+
+def _y_limits(n: int) -> tuple[float, float]:
+    """Vertical data range of a panel: the nodes plus room for the labels above and below."""
+    ys = [p[1] for p in _circle_positions(n).values()]
+    return min(ys) - 0.75, max(ys) + 0.85
+
+
+def _panel_height(n: int) -> float:
+    """Inches of a panel _PANEL_WIDTH wide at equal aspect, plus its title."""
+    low, high = _y_limits(n)
+    return _PANEL_WIDTH * (high - low) / (2 * _X_REACH) + 0.3
+
+
+def _circle_positions(n: int) -> dict[int, np.ndarray]:
+    """Agent 0 at the top, then clockwise: the same place for an agent in every panel."""
+    angles = math.pi / 2 - 2 * math.pi * np.arange(n) / n
+    return {i: _RADIUS * np.array([math.cos(a), math.sin(a)]) for i, a in enumerate(angles)}
+
+
+def _action_handles(adv: list[int]) -> list[Line2D]:
+    handles = []
+    for name in ACTION_NAMES:
+        style = ACTION_STYLES[name]
+        line = "none" if name == "solo_process" else style["linestyle"]
+        handles.append(Line2D([], [], color=style["color"], linestyle=line, linewidth=2, marker="o", markersize=8,
+                              markerfacecolor=style["color"], markeredgecolor="#333333", label=name))
+    if adv:
+        handles.append(Line2D([], [], linestyle="none", marker="o", markersize=9, markerfacecolor="white",
+                              markeredgecolor=ADVERSARY_COLOR, markeredgewidth=2.5, label="adversary"))
+    return handles
+
+
+def _check_topology(adjacency: Any, actions: Any, targets: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    adj = np.asarray(adjacency)
+    if adj.ndim != 3 or adj.shape[1] != adj.shape[2] or adj.shape[0] < 1 or adj.shape[1] < 2:
+        raise ValueError(f"adjacency must have shape (T, N, N) with T >= 1, N >= 2, got {adj.shape}")
+    if not np.isin(adj, (0, 1)).all():
+        bad = adj[~np.isin(adj, (0, 1))].flat[0]
+        raise ValueError(f"adjacency must hold 0/1, found {bad!r}")
+    t_len, n = adj.shape[0], adj.shape[1]
+    loops = np.argwhere(adj[:, np.arange(n), np.arange(n)] != 0)
+    if loops.size:
+        t, i = (int(x) for x in loops[0])
+        raise ValueError(f"adjacency has a self-loop {i}->{i} in round {t + 1}")
+    acts = np.asarray(actions)
+    if acts.shape != (t_len, n):
+        raise ValueError(f"actions must have shape (T, N) = {(t_len, n)} like adjacency, got {acts.shape}")
+    if acts.size and not np.issubdtype(acts.dtype, np.integer):
+        raise ValueError(f"actions must be integer action indices 0..{N_ACTIONS - 1}, got dtype {acts.dtype}")
+    bad = np.argwhere((acts < 0) | (acts >= N_ACTIONS))
+    if bad.size:
+        t, i = (int(x) for x in bad[0])
+        raise ValueError(f"unknown action index {int(acts[t, i])} of agent {i} in round {t + 1}; "
+                         f"known: 0..{N_ACTIONS - 1} {list(ACTION_NAMES)}")
+    tgts = None
+    if targets is not None:
+        tgts = np.asarray(targets)
+        if tgts.shape != (t_len, n) or not np.issubdtype(tgts.dtype, np.integer):
+            raise ValueError(f"targets must be integers of shape {(t_len, n)}, got {tgts.shape} {tgts.dtype}")
+    return adj.astype(np.int8), acts.astype(np.int64), tgts
+
+
+def _check_labels(key: str, labels: Sequence[str], n: int) -> list[str]:
+    if isinstance(labels, str) or len(labels) != n:
+        raise ValueError(f"{key}={labels!r} must hold {n} labels, one per agent")
+    return [str(x) for x in labels]
+
+
+def _check_adversaries(adversaries: Sequence[int], n: int) -> list[int]:
+    out = []
+    for i in adversaries:
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < n:
+            raise ValueError(f"adversary index {i!r} is not an agent index in 0..{n - 1}")
+        out.append(int(i))
+    return out
+
+
+# -- action shares ---------------------------------------------------------------------------
+
+
+def plot_action_distribution(dist_by_round: Sequence[Mapping[str, float]] | Mapping[str, Sequence[Mapping[str, float]]],
+                             title: str | None = None) -> Figure:
+    """Stacked bars: per round, the share of agent choices that went to each action.
+
+    Args:
+        dist_by_round: ``[{action_name: share}, ...]`` over rounds (``action_distribution_by_round``
+            of results.json; a missing action counts 0), or ``{policy_name: that list}`` for one
+            panel per policy, side by side on a shared axis (e.g. clean vs attacked).
+
+    Bars carry ``gid = "policy|round t|action"`` (policy ``""`` for a bare list).
+    """
+    by_policy = _check_distributions(dist_by_round)
+    fig = Figure(figsize=(1.3 + 2.2 * len(by_policy) + 0.45 * sum(len(d) for d in by_policy.values()), 4.2),
+                 layout="constrained")
+    axes = fig.subplots(1, len(by_policy), sharey=True, squeeze=False)[0]
+    for ax, (policy, rounds) in zip(axes, by_policy.items()):
+        x = np.arange(1, len(rounds) + 1)
+        bottom = np.zeros(len(rounds))
+        for name in ACTION_NAMES:
+            shares = np.array([r.get(name, 0.0) for r in rounds], dtype=float)
+            bars = ax.bar(x, shares, width=0.62, bottom=bottom, color=ACTION_STYLES[name]["color"],
+                          edgecolor="white", linewidth=0.6, label=name)
+            for t, (bar, share) in enumerate(zip(bars, shares)):
+                bar.set_gid(f"{policy}|round {t + 1}|{name}")
+                if share >= 0.07:
+                    ax.text(x[t], bottom[t] + share / 2, f"{share:.0%}", ha="center", va="center", fontsize=8,
+                            color="white" if name in ("broadcast_all", "debate_check") else "black")
+            bottom += shares
+        ax.set_xticks(x, [f"round {t}" for t in x])
+        ax.set_xlim(0.4, len(rounds) + 0.6)
+        ax.set_ylim(0, 1.0)
+        ax.yaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
+        if policy:
+            ax.set_title(policy, fontsize=10)
+    axes[0].set_ylabel("share of agent choices")
+    handles = [Line2D([], [], linestyle="none", marker="s", markersize=10, color=ACTION_STYLES[a]["color"], label=a)
+               for a in ACTION_NAMES]
+    fig.legend(handles=handles, loc="outside right center", fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def _check_distributions(dist: Any) -> dict[str, list[dict[str, float]]]:
+    by_policy = {"": dist} if not isinstance(dist, Mapping) else dict(dist)
+    if not by_policy:
+        raise ValueError("dist_by_round is empty: no policy to plot")
+    out = {}
+    for policy, rounds in by_policy.items():
+        if isinstance(rounds, (str, Mapping)) or not isinstance(rounds, Sequence) or not rounds:
+            raise ValueError(f"distribution of {policy or 'the policy'!r} must be a non-empty list of "
+                             f"{{action_name: share}} per round, got {rounds!r}")
+        checked = []
+        for t, shares in enumerate(rounds):
+            if not isinstance(shares, Mapping):
+                raise ValueError(f"round {t + 1} of {policy!r} must map action names to shares, got {shares!r}")
+            for name, share in shares.items():
+                if name not in ACTION_NAMES:
+                    raise ValueError(f"unknown action {name!r} in round {t + 1}; known: {list(ACTION_NAMES)}")
+                if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
+                    raise ValueError(f"share of {name!r} in round {t + 1} is {share!r}: must be in [0, 1]")
+            total = float(sum(shares.values()))
+            if total > 1.0 + 1e-6:
+                raise ValueError(f"shares of round {t + 1} of {policy!r} sum to {total:.4f} > 1")
+            checked.append({k: float(v) for k, v in shares.items()})
+        out[str(policy)] = checked
+    return out
+
+
+# -- learning curves ------------------------------------------------------------------------
+
+
+def plot_learning_curves(curves: Mapping[str, Sequence[float]], title: str | None = None,
+                         references: Mapping[str, Mapping[str, float]] | None = None) -> Figure:
+    """One panel per metric against the episode.
+
+    Args:
+        curves: ``"episode"`` (ints, increasing) and any metrics (e.g. those of
+            :data:`LEARNING_METRICS`), each a list of floats as long as ``episode``; NaN or
+            None (e.g. the loss before learning starts) leaves a gap.
+        references: optional ``{metric: {label: value}}`` drawn as dashed horizontal lines
+            (e.g. the best fixed baseline's reward).
+    """
+    if "episode" not in curves:
+        raise ValueError(f"curves needs the key 'episode', got keys {sorted(curves)}")
+    episodes = np.asarray(curves["episode"], dtype=float)
+    if episodes.ndim != 1 or episodes.size == 0:
+        raise ValueError(f"curves['episode'] must be a non-empty list, got {curves['episode']!r}")
+    metrics = [m for m in LEARNING_METRICS if m in curves] + sorted(set(curves) - set(LEARNING_METRICS) - {"episode"})
+    if not metrics:
+        raise ValueError("curves holds no metric besides 'episode'")
+    values = {}
+    for m in metrics:
+        v = np.array([np.nan if x is None else x for x in curves[m]], dtype=float)
+        if v.shape != episodes.shape:
+            raise ValueError(f"curves[{m!r}] has {v.size} values, curves['episode'] has {episodes.size}")
+        values[m] = v
+    references = dict(references or {})
+    for m, lines in references.items():
+        if m not in values:
+            raise ValueError(f"reference for metric {m!r}, which is not in curves ({metrics})")
+        for label, value in lines.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"reference {label!r} of {m!r} is {value!r}: must be a finite number")
+    ncols = min(3, len(metrics))
+    nrows = math.ceil(len(metrics) / ncols)
+    fig = Figure(figsize=(4.0 * ncols, 2.9 * nrows + 0.3), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True).ravel()
+    for ax, m in zip(axes, metrics):
+        ax.plot(episodes, values[m], color="#0072B2", linewidth=1.6, marker="o" if episodes.size <= 30 else None,
+                markersize=3, label="qmix" if m in references else None, gid=f"curve:{m}")
+        for k, (label, value) in enumerate(references.get(m, {}).items()):
+            ax.axhline(value, linestyle="--", linewidth=1.2, color=("#D55E00", "#009E73", "#CC79A7", "#555555")[k % 4],
+                       label=f"{label} ({_number(value)})")
+        if m in references:
+            ax.legend(fontsize=7, loc="best")
+        ax.set_title(LEARNING_METRICS.get(m, m), fontsize=10)
+        ax.grid(alpha=0.3)
+    for ax in axes[len(metrics):]:
+        ax.set_axis_off()
+    for ax in axes[max(0, len(metrics) - ncols):len(metrics)]:
+        ax.set_xlabel("episode")
+        ax.xaxis.set_tick_params(labelbottom=True)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def _number(value: float) -> str:
+    """Short text of a reference value: thousands without exponent, others to 3 digits."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
+# -- robustness -----------------------------------------------------------------------------
+
+
+def plot_robustness(clean: Mapping[str, Mapping[str, float]], attacked: Mapping[str, Mapping[str, float]],
+                    title: str | None = None) -> Figure:
+    """Clean vs attacked, per policy: accuracy (with the change written above each pair) and
+    tokens per task.
+
+    Args:
+        clean, attacked: ``{policy: {"accuracy": float, "tokens_per_task": float, ...}}`` with the
+            same policies (e.g. the ``eval`` entries of two results.json files).
+
+    Bars carry ``gid = "metric|policy|clean"`` or ``"...|attacked"``.
+    """
+    if set(clean) != set(attacked):
+        raise ValueError(f"clean and attacked must hold the same policies: only clean {sorted(set(clean) - set(attacked))}, "
+                         f"only attacked {sorted(set(attacked) - set(clean))}")
+    if not clean:
+        raise ValueError("no policy to plot")
+    policies = list(clean)
+    for label, results in (("clean", clean), ("attacked", attacked)):
+        for p in policies:
+            for key in ("accuracy", "tokens_per_task"):
+                v = results[p].get(key)
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                    raise ValueError(f"{label}[{p!r}][{key!r}] is {v!r}: must be a finite number")
+    fig = Figure(figsize=(max(7.0, 2 * (1.2 + 0.6 * len(policies))), 4.4), layout="constrained")
+    ax_acc, ax_tok = fig.subplots(1, 2)
+    x = np.arange(len(policies))
+    width = 0.38
+    colours = {"clean": "#0072B2", "attacked": ADVERSARY_COLOR}
+    for ax, key, label in ((ax_acc, "accuracy", "accuracy"), (ax_tok, "tokens_per_task", "tokens per task")):
+        for k, (which, results) in enumerate((("clean", clean), ("attacked", attacked))):
+            heights = [float(results[p][key]) for p in policies]
+            bars = ax.bar(x + (k - 0.5) * width, heights, width, color=colours[which], label=which)
+            for p, bar in zip(policies, bars):
+                bar.set_gid(f"{key}|{p}|{which}")
+        ax.set_xticks(x, policies, rotation=30 if len(policies) > 5 else 0, ha="right" if len(policies) > 5 else "center")
+        ax.set_title(label, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    top = max(max(float(clean[p]["accuracy"]), float(attacked[p]["accuracy"])) for p in policies)
+    ax_acc.set_ylim(0, max(1.0, top) * 1.12)
+    for i, p in enumerate(policies):
+        drop = float(attacked[p]["accuracy"]) - float(clean[p]["accuracy"])
+        high = max(float(clean[p]["accuracy"]), float(attacked[p]["accuracy"]))
+        ax_acc.text(x[i], high + 0.02, f"{drop:+.2f}", ha="center", va="bottom", fontsize=8,
+                    color=ADVERSARY_COLOR if drop < 0 else "#333333", gid=f"drop:{p}")
+    fig.legend(*ax_acc.get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
+
+
+# -- files ----------------------------------------------------------------------------------
+
+
+def save_figure(fig: Figure, path: str | Path) -> Path:
+    """Write ``fig`` as a PNG (120 dpi) at ``path`` (parent directories created) and close it
+    if pyplot manages it; returns the path."""
+    path = Path(path)
+    if path.suffix.lower() != ".png":
+        raise ValueError(f"path {str(path)!r} must end in .png")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI, format="png")
+    _release(fig)
+    return path
+
+
+def _release(fig: Figure) -> None:
+    """Close a pyplot-managed figure (a figure built as ``Figure()`` needs nothing)."""
+    import sys
+
+    pyplot = sys.modules.get("matplotlib.pyplot")  # only if someone imported pyplot already
+    if pyplot is not None:
+        pyplot.close(fig)
