@@ -15,11 +15,6 @@ from topo_env.backend import AgentCall, Message, Verdict
 from topo_env.tasks import Task
 
 TITLES = {"code": "CodeWriter", "math": "MathSolver", "reasoning": "ReasoningAgent"}
-PERSONAS = {
-    "code": ("project manager", "algorithm designer", "programming expert", "test analyst", "bug fixer"),
-    "math": ("math solver", "mathematical analyst", "programming expert", "inspector"),
-    "reasoning": ("reasoning expert",),
-}
 PERSONA_FOCUS = {
     "project manager": "Break the problem into clear steps and state what a correct solution must handle.",
     "algorithm designer": "Choose the algorithm and data structures, and reason about edge cases and complexity.",
@@ -37,13 +32,6 @@ FORMATS = {
     "math": "Finish with the final answer in \\boxed{...}, then a line 'Confidence: <number between 0 and 1>'.",
     "reasoning": "Finish with a line 'Answer: <letter>', then a line 'Confidence: <number between 0 and 1>'.",
 }
-
-
-def persona_of(domain: str, agent: int, role: str) -> str:
-    """Default persona of agent i: specialists take the domain's personas in turn."""
-    if role == "analyzer":
-        return "critical reviewer"
-    return PERSONAS[domain][agent % len(PERSONAS[domain])]
 
 
 def system_prompt(domain: str, role: str, persona: str, adversarial: bool) -> str:

@@ -20,10 +20,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from agents_llm.client import LLMClient, LLMConfig
-from agents_llm.prompts import agent_messages, decision_messages, parse_reply, persona_of
+from agents_llm.prompts import agent_messages, decision_messages, parse_reply
 from agents_llm.scoring import build_program, score
 from agents_llm.tasks import split_tasks
 from topo_env.backend import AgentCall, AgentReply, Decision, Message, Verdict
+from topo_env.roles import default_personas
 from topo_env.tasks import Task
 
 _PHASES = {"solo": 0, "draft": 1, "revise": 2}
@@ -70,7 +71,7 @@ class LLMTeamBackend:
         self.domain, self.tasks = domain, tasks
         self.client = LLMClient(llm)
         self.roles = tuple(roles)
-        self.personas = tuple(personas) if personas else tuple(persona_of(domain, i, r) for i, r in enumerate(roles))
+        self.personas = tuple(personas) if personas else default_personas(domain, self.roles)
         if len(self.personas) != len(self.roles):
             raise ValueError(f"personas={list(self.personas)!r}: need one per agent ({len(self.roles)})")
         self.task: Task | None = None

@@ -164,6 +164,36 @@ def test_observations_differ_between_agents():
     assert not np.array_equal(obs["agent_0"]["observation"], obs["agent_1"]["observation"])  # agent id one-hot
 
 
+def test_identity_block_shows_agent_role_and_persona():
+    """Agent id, role kind and persona are explicit in the config and one-hot in every
+    observation; a persona outside the built-in vocabulary takes the last persona slot."""
+    from topo_env.roles import PERSONA_VOCAB, ROLE_KINDS
+
+    n, e = 3, 16
+    id_start = e + 1
+    role_start = id_start + n
+    persona_start = role_start + len(ROLE_KINDS)
+    width = len(PERSONA_VOCAB) + 1
+
+    env = parallel_env(profile="humaneval", embed_dim=e)  # code team, default personas
+    assert env.config.personas == ("project manager", "algorithm designer", "critical reviewer")
+    obs, _ = env.reset(seed=0)
+    for i, name in enumerate(env.possible_agents):
+        o = obs[name]["observation"]
+        assert o[id_start : id_start + n].tolist() == [1.0 * (k == i) for k in range(n)]
+        assert o[role_start : persona_start].tolist() == [1.0 * (r == env.config.roles[i]) for r in ROLE_KINDS]
+        persona = o[persona_start : persona_start + width]
+        assert persona.sum() == 1.0 and persona[PERSONA_VOCAB.index(env.config.personas[i])] == 1.0
+
+    custom = parallel_env(profile="humaneval", embed_dim=e, personas=["bug fixer", "security auditor", "inspector"])
+    obs, _ = custom.reset(seed=0)
+    blocks = [obs[a]["observation"][persona_start : persona_start + width] for a in custom.possible_agents]
+    assert blocks[0][PERSONA_VOCAB.index("bug fixer")] == 1.0
+    assert blocks[1][-1] == 1.0 and blocks[1].sum() == 1.0  # not in the vocabulary: the "other" slot
+    assert blocks[2][PERSONA_VOCAB.index("inspector")] == 1.0
+    assert custom.config.to_dict()["personas"] == ["bug fixer", "security auditor", "inspector"]
+
+
 def test_unknown_agent_space():
     env = parallel_env()
     with pytest.raises(ValueError, match="agent_9"):

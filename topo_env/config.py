@@ -12,13 +12,13 @@ import numpy as np
 import yaml
 
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
+from topo_env.roles import ROLE_KINDS, default_personas
 from topo_env.sim.profiles import PROFILES
 from topo_env.sim.tasks import SPLITS
 from topo_env.targets import TARGET_RULES
 from topo_env.tasks import DOMAINS
 
 BACKENDS: tuple[str, ...] = ("sim", "llm")
-ROLE_KINDS: tuple[str, ...] = ("specialist", "analyzer")
 REWARD_MODES: tuple[str, ...] = ("sparse", "shaped")
 ADVERSARY_POSITIONS: tuple[str, ...] = ("fixed", "random")
 RENDER_MODES: tuple[str | None, ...] = (None, "ansi")
@@ -63,7 +63,9 @@ class EnvConfig:
             ``OPENAI_API_KEY`` variable and is never written out.
         dataset: for ``backend="llm"``: ``"humaneval"`` or the path of a JSONL task file
             (schema in :mod:`agents_llm.tasks`). ``train_size``: training tasks, the rest held out.
-        personas: optional persona per agent for LLM teams (e.g. "algorithm designer").
+        personas: persona per agent (e.g. "algorithm designer"; see ``topo_env.roles``), in the
+            LLM agents' prompts and in every agent's observation; default: the analyzer is the
+            critical reviewer, specialists take the domain's personas in turn.
     """
 
     n_agents: int = 3
@@ -88,7 +90,7 @@ class EnvConfig:
     llm: dict | None = field(default=None, repr=False)
     dataset: str | None = None
     train_size: int = 15
-    personas: tuple[str, ...] | None = None
+    personas: tuple[str, ...] | None = None  # None: topo_env.roles.default_personas
 
     def __post_init__(self) -> None:
         _int(self, "n_agents", minimum=2)
@@ -156,8 +158,16 @@ class EnvConfig:
         _choice(self, "split", tuple(SPLITS))
         _choice(self, "render_mode", RENDER_MODES)
         _int(self, "train_size", minimum=0)
-        if self.personas is not None:
-            object.__setattr__(self, "personas", _tuple(self, "personas", self.personas))
+        personas = self.personas
+        if personas is None:
+            personas = default_personas(self.domain or PROFILES[self.profile].domain, roles)
+        personas = _tuple(self, "personas", personas)
+        if len(personas) != self.n_agents:
+            raise ConfigError(f"personas={list(personas)!r} has {len(personas)} entries, n_agents is {self.n_agents}")
+        for persona in personas:
+            if not isinstance(persona, str) or not persona.strip():
+                raise ConfigError(f"personas contains {persona!r}: each must be a non-empty string")
+        object.__setattr__(self, "personas", personas)
         if self.backend == "llm":
             if self.domain is None:
                 raise ConfigError("backend='llm' needs domain: one of " + str(list(DOMAINS)))
@@ -198,7 +208,7 @@ class EnvConfig:
         d["adversarial_agents"] = list(self.adversarial_agents)
         d["disabled_actions"] = [ACTION_NAMES[a] for a in self.disabled_actions]
         d["llm"] = _masked(self.llm)
-        d["personas"] = None if self.personas is None else list(self.personas)
+        d["personas"] = list(self.personas)
         return d
 
 

@@ -103,7 +103,8 @@ class TopologyParallelEnv(ParallelEnv):
         self._index = {name: i for i, name in enumerate(self.possible_agents)}
         self.backend = backend if backend is not None else make_backend(cfg)
         self.encoder = make_encoder(cfg.encoder, None if cfg.encoder == "minilm" else cfg.embed_dim)
-        self.obs_builder = ObservationBuilder(cfg.n_agents, cfg.rounds, cfg.roles, self.encoder.dim, cfg.max_tokens)
+        self.obs_builder = ObservationBuilder(cfg.n_agents, cfg.rounds, cfg.roles, self.encoder.dim, cfg.max_tokens,
+                                              cfg.personas)
         self.executor = RoundExecutor(self.backend, cfg.roles, cfg.adversarial_agents)
         self.adversaries: tuple[int, ...] = tuple(sorted(cfg.adversarial_agents))
         self._plans = PlanCache()

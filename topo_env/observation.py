@@ -9,6 +9,8 @@ task embedding        E      encoder(task text) (``hashed`` n-grams or MiniLM)
 task length           1      log1p(prompt tokens) / 10
 agent id              N      one-hot of i
 role                  R      one-hot of i's role kind (specialist, analyzer)
+persona               P + 1  one-hot of i's persona in ``topo_env.roles.PERSONA_VOCAB``; last
+                             slot: a persona outside it
 round                 T      one-hot of t
 previous action       7      one-hot of i's action in round t-1; slot 6 = none yet
 own tokens            1      i's tokens so far / max_tokens
@@ -31,7 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from topo_env.actions import N_ACTIONS
-from topo_env.config import ROLE_KINDS
+from topo_env.roles import PERSONA_VOCAB, ROLE_KINDS, persona_slot
 
 N_SCALARS = 8
 
@@ -64,18 +66,24 @@ def agreement(codes: Sequence[int]) -> tuple[list[float], list[float]]:
 class ObservationBuilder:
     """Builds the (N, D) observation matrix and the global state for one env config."""
 
-    def __init__(self, n_agents: int, rounds: int, roles: Sequence[str], embed_dim: int, max_tokens: int):
+    def __init__(self, n_agents: int, rounds: int, roles: Sequence[str], embed_dim: int, max_tokens: int,
+                 personas: Sequence[str]):
+        if len(roles) != n_agents or len(personas) != n_agents:
+            raise ValueError(f"need one role and one persona per agent ({n_agents}), got roles={list(roles)!r}, "
+                             f"personas={list(personas)!r}")
         self.n, self.rounds, self.max_tokens = n_agents, rounds, float(max_tokens)
         self.embed_dim = embed_dim
-        self.dim = embed_dim + 1 + n_agents + len(ROLE_KINDS) + rounds + (N_ACTIONS + 1) + N_SCALARS
+        identity = n_agents + len(ROLE_KINDS) + len(PERSONA_VOCAB) + 1  # agent id, role, persona
+        self.dim = embed_dim + 1 + identity + rounds + (N_ACTIONS + 1) + N_SCALARS
         self.state_dim = n_agents * self.dim + 3 + n_agents * n_agents + 1
         # The parts that never change within an env instance, built once.
-        static = np.zeros((n_agents, n_agents + len(ROLE_KINDS)), dtype=np.float32)
+        static = np.zeros((n_agents, identity), dtype=np.float32)
         static[np.arange(n_agents), np.arange(n_agents)] = 1.0
-        for i, r in enumerate(roles):
-            static[i, n_agents + ROLE_KINDS.index(r)] = 1.0
+        for i, (role, persona) in enumerate(zip(roles, personas)):
+            static[i, n_agents + ROLE_KINDS.index(role)] = 1.0
+            static[i, n_agents + len(ROLE_KINDS) + persona_slot(persona)] = 1.0
         self._static = static
-        self._o_round = embed_dim + 1 + n_agents + len(ROLE_KINDS)
+        self._o_round = embed_dim + 1 + identity
         self._o_prev = self._o_round + rounds
         self._o_scalar = self._o_prev + N_ACTIONS + 1
 

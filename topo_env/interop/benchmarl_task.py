@@ -1,0 +1,97 @@
+"""The env as a BenchMARL task: :class:`TopoMARLTask` (the enum) and :class:`TopoMARLClass`.
+
+``TopoMARLTask.TOPOLOGY.get_from_yaml()`` reads ``benchmarl_topomarl.yaml`` next to this
+module (flat :class:`~topo_env.config.EnvConfig` keys; ``get_from_yaml(path)`` another file,
+``get_task(config={...})`` a dict); the config is validated when the task is built. The env is
+:func:`topo_env.interop.torchrl_env.torchrl_env`: one group ``"agent"``, discrete actions with
+an action mask, a global state (QMIX's mixer input), numeric infos. The spec methods are
+BenchMARL's own for PettingZoo tasks (:class:`benchmarl.environments.PettingZooClass`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from benchmarl.environments import PettingZooClass, Task
+from tensordict import TensorDictBase
+from torchrl.envs import EnvBase
+
+from topo_env.config import EnvConfig, load_yaml
+from topo_env.interop.torchrl_env import torchrl_env
+
+DEFAULT_YAML = Path(__file__).with_name("benchmarl_topomarl.yaml")
+#: Team-level infos logged at episode ends (BenchMARL key ``collection/episode_end/<key>``).
+EPISODE_END_INFO_KEYS: tuple[str, ...] = ("accuracy", "team_tokens", "density")
+
+
+class TopoMARLClass(PettingZooClass):
+    """BenchMARL's task interface over the topology env. ``config``: EnvConfig keys."""
+
+    def __init__(self, name: str, config: dict | None):
+        super().__init__(name=name, config=config)
+        self.env_config = EnvConfig.from_dict(self.config)  # validated up front
+
+    def get_env_fun(self, num_envs: int, continuous_actions: bool, seed: int | None,
+                    device) -> Callable[[], EnvBase]:
+        """A maker of (non-vectorised) envs; BenchMARL batches ``num_envs`` of them itself."""
+        return SeededEnvMaker(self.env_config, seed, device)
+
+    def supports_continuous_actions(self) -> bool:
+        return False
+
+    def supports_discrete_actions(self) -> bool:
+        return True
+
+    def has_state(self) -> bool:
+        return True
+
+    def has_render(self, env: EnvBase) -> bool:
+        return False  # render() is text (a transcript), not the pixels BenchMARL records
+
+    def max_steps(self, env: EnvBase) -> int:
+        return self.env_config.rounds
+
+    @staticmethod
+    def log_info(batch: TensorDictBase) -> dict[str, float]:
+        """Mean accuracy, team tokens and density over the episodes that ended in ``batch``."""
+        done = batch.get(("next", "done")).squeeze(-1)
+        if not bool(done.any()):
+            return {}
+        info = batch.get(("next", "agent", "info"))
+        return {f"collection/episode_end/{k}": info.get(k)[done][:, 0].float().mean().item()
+                for k in EPISODE_END_INFO_KEYS}
+
+    @staticmethod
+    def env_name() -> str:
+        return "topomarl"
+
+
+class SeededEnvMaker:
+    """Makes TorchRL envs of one config; the k-th env it makes (k = 0, 1, ...) is seeded with
+    ``seed + k``, so that the copies BenchMARL's ``SerialEnv`` batches play different tasks
+    (one seed for all would repeat the same episodes in every copy). ``seed=None``: unseeded.
+    With ``parallel_collection=True`` TorchRL pickles the maker into each worker before it has
+    made an env, so every worker starts from ``seed``: keep the default serial collection."""
+
+    def __init__(self, config: EnvConfig, seed: int | None, device):
+        self.config, self.seed, self.device = config, seed, device
+        self.made = 0
+
+    def __call__(self) -> EnvBase:
+        seed = None if self.seed is None else self.seed + self.made
+        self.made += 1
+        return torchrl_env(self.config, seed=seed, device=self.device)
+
+
+class TopoMARLTask(Task):
+    """Enum of the topology env's BenchMARL tasks (one: the env of the YAML config)."""
+
+    TOPOLOGY = None
+
+    @staticmethod
+    def associated_class():
+        return TopoMARLClass
+
+    def get_from_yaml(self, path: str | Path | None = None) -> TopoMARLClass:
+        """The task with the config of ``path`` (default :data:`DEFAULT_YAML`)."""
+        return self.get_task(config=load_yaml(DEFAULT_YAML if path is None else path))
