@@ -44,19 +44,9 @@ from topo_env.actions import ACTION_NAMES
 from topo_env.baselines import BASELINES, format_table, make_baseline
 from topo_env.config import BACKENDS, ConfigError, EnvConfig, load_yaml
 from topo_env.env import TopologyParallelEnv
+from topo_env.evaluate import positive_int
 
 DEFAULT_CONFIG = "configs/default.yaml"
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (the error names the value)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
