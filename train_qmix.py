@@ -39,6 +39,11 @@ from topo_env.env import TopologyParallelEnv
 from topo_env.plots import draw_episodes, plot_action_distribution, plot_learning_curves, save_figure
 
 
+RESUME_OVERRIDABLE = frozenset({"train.token_budget", "train.eval_episodes", "train.checkpoint_every",
+                                "train.oracle_samples"})
+"""Keys that ``--set`` may change on ``--resume`` (the rest would make it another experiment)."""
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="configs/default.yaml", help="YAML with env/learner/train sections")
@@ -100,8 +105,9 @@ def pick_device(name: str) -> torch.device:
 
 
 def save_checkpoint(path: Path, cfg: ExperimentConfig, learner: QMIXLearner, buffer: EpisodeReplayBuffer,
-                    episode: int, curves: list[dict] = ()) -> None:
+                    episode: int, curves: list[dict] = (), tokens_spent: int = 0) -> None:
     state = {"config": cfg.to_dict(), "learner": learner.state_dict(), "episode": episode, "curves": list(curves),
+             "tokens_spent": int(tokens_spent),
              "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
              "buffer": buffer.state_dict() if cfg.train.save_buffer else None}
     tmp = path.with_suffix(".tmp")
@@ -115,8 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     # -- configuration ---------------------------------------------------------------------
     if args.resume:
         out_dir = Path(args.resume)
+        for text in args.set:  # a resumed run is the same experiment: only its bookkeeping may change
+            if text.split("=", 1)[0] not in RESUME_OVERRIDABLE:
+                raise ConfigError(f"--set {text!r} with --resume: only {sorted(RESUME_OVERRIDABLE)} may change")
         checkpoint = torch.load(out_dir / "checkpoint.pt", weights_only=False)
-        overrides = [f"train.episodes={args.episodes}"] if args.episodes else []
+        overrides = list(args.set) + ([f"train.episodes={args.episodes}"] if args.episodes else [])
         cfg = load_experiment(None, overrides=_flatten(checkpoint["config"]) + overrides)
     else:
         overrides = list(args.set)
@@ -163,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                disable=args.no_progress, file=sys.stderr)
     started = time.perf_counter()
     stop = GracefulStop()  # Ctrl-C finishes the current episode, checkpoints, and exits
-    tokens_spent = 0
+    tokens_spent = int(checkpoint.get("tokens_spent", 0)) if checkpoint is not None else 0  # toward token_budget
     try:
         for episode in bar:
             epsilon = epsilon_at(episode, cfg)
@@ -185,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                                 tokens=f"{np.mean([s.tokens for s in window]):.0f}", eps=f"{epsilon:.2f}")
                 window, losses = [], []
             if (episode + 1) % cfg.train.checkpoint_every == 0 or stop.requested:
-                save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, episode + 1, curves)
+                save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, episode + 1, curves, tokens_spent)
             if stop.requested:
                 print(f"\nstopped: checkpoint at episode {episode + 1} in {out_dir}; continue with --resume {out_dir}")
                 return 130
@@ -195,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop.restore()
     train_seconds = time.perf_counter() - started
-    save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, cfg.train.episodes, curves)
+    save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, cfg.train.episodes, curves, tokens_spent)
 
     # -- evaluation on held-out tasks -------------------------------------------------------
     eval_seed = seed + EVAL_SEED_OFFSET

@@ -228,6 +228,25 @@ def test_hard_interrupt_resumes_from_last_checkpoint_and_equals_straight_run(str
 # -- configuration --------------------------------------------------------------------------------
 
 
+def test_token_budget_stops_cleanly_and_counts_across_resume(tmp_path):
+    """train.token_budget stops the run at the end of the episode that reaches it, with a
+    checkpoint; the count travels in the checkpoint, so a resume stops again after one episode
+    unless --set raises the budget; other keys cannot change on --resume."""
+    out = tmp_path / "budget"
+    assert train(out, "--episodes", "40", "--set", "train.token_budget=30000", *FIXED_SCHEDULE) == 130
+    ck = load_learner_state(out)
+    first = ck["episode"]
+    assert 2 <= first < 40 and ck["tokens_spent"] >= 30000
+    assert not (out / "results.json").exists()
+    assert train_qmix.main(["--resume", str(out), "--no-progress"]) == 130  # budget already spent
+    ck = load_learner_state(out)
+    assert ck["episode"] == first + 1
+    with pytest.raises(ConfigError, match="learner.lr"):
+        train_qmix.main(["--resume", str(out), "--set", "learner.lr=0.1", "--no-progress"])
+    assert train_qmix.main(["--resume", str(out), "--set", "train.token_budget=0", "--no-progress"]) == 0
+    assert load_learner_state(out)["episode"] == 40 and (out / "results.json").exists()
+
+
 @pytest.mark.parametrize("override, words", [
     ("learner.lr=-1", ["learner.lr", "-1"]),
     ("learner.bogus=1", ["bogus"]),
