@@ -69,6 +69,15 @@ def epsilon_at(episode: int, cfg: ExperimentConfig) -> float:
     return cfg.learner.eps_start + frac * (cfg.learner.eps_end - cfg.learner.eps_start)
 
 
+def lr_at(episode: int, cfg: ExperimentConfig) -> float:
+    """learner.lr, or linear from lr to lr_end over lr_anneal_episodes when lr_end is set."""
+    if cfg.learner.lr_end is None:
+        return cfg.learner.lr
+    span = cfg.learner.lr_anneal_episodes or cfg.train.episodes
+    frac = min(episode / max(span, 1), 1.0)
+    return cfg.learner.lr + frac * (cfg.learner.lr_end - cfg.learner.lr)
+
+
 def episode_rng(seed: int, stream: int, episode: int) -> np.random.Generator:
     """Every random draw of episode k comes from its own stream: a resumed run replays exactly."""
     return np.random.default_rng([seed, stream, episode])
@@ -132,8 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         overrides += [f"train.episodes={args.episodes}"] if args.episodes is not None else []
         overrides += [f"train.seed={args.seed}"] if args.seed is not None else []
         cfg = load_experiment(args.config, overrides)
-        if cfg.learner.eps_anneal_episodes is None:  # fix the schedule now: --resume --episodes must not move it
-            cfg = dataclasses.replace(cfg, learner=dataclasses.replace(cfg.learner, eps_anneal_episodes=cfg.train.episodes))
+        # fix the schedules now: --resume --episodes must not move them
+        spans = {k: cfg.train.episodes for k in ("eps_anneal_episodes", "lr_anneal_episodes")
+                 if getattr(cfg.learner, k) is None}
+        cfg = dataclasses.replace(cfg, learner=dataclasses.replace(cfg.learner, **spans))
         out_dir = Path(args.out or f"runs/qmix-{setting_name(cfg)}-seed{cfg.train.seed}")
         checkpoint = None
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -176,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for episode in bar:
             epsilon = epsilon_at(episode, cfg)
+            learner.set_lr(lr_at(episode, cfg))
             record, stats = runner.run(epsilon, episode_rng(seed, 1, episode), seed=seed * 100_003 + episode)
             buffer.add(record)
             if len(buffer) >= warmup:

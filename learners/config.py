@@ -28,6 +28,9 @@ class LearnerConfig:
             (Polyak with ``tau`` after every update).
         double_q: bootstrap with the online net's masked argmax. td_lambda: 0 = one-step TD.
         updates_per_episode: gradient updates after each collected episode.
+        lr_end: if set, the learning rate falls linearly from ``lr`` to ``lr_end`` over
+            ``lr_anneal_episodes`` (None: the whole run), so that Q-values settle instead of
+            tracking the reward noise; None keeps ``lr`` constant (the paper's setting).
         eps_start, eps_end: epsilon-greedy range, linear over ``eps_anneal_episodes``
             (None: the whole run).
         device: "auto" (CUDA when present), "cpu" or "cuda".
@@ -49,6 +52,8 @@ class LearnerConfig:
     double_q: bool = True
     td_lambda: float = 0.0
     updates_per_episode: int = 1
+    lr_end: float | None = None
+    lr_anneal_episodes: int | None = None
     eps_start: float = 1.0
     eps_end: float = 0.05
     eps_anneal_episodes: int | None = None
@@ -68,6 +73,10 @@ class LearnerConfig:
         _check_float(self, "eps_end", lo=0.0, hi=1.0)
         if self.eps_anneal_episodes is not None:
             _check_int(self, "eps_anneal_episodes", 1)
+        if self.lr_end is not None:
+            _check_float(self, "lr_end", lo=0.0)
+        if self.lr_anneal_episodes is not None:
+            _check_int(self, "lr_anneal_episodes", 1)
         if self.target_update not in ("hard", "soft"):
             raise ConfigError(f"learner.target_update={self.target_update!r}: must be 'hard' or 'soft'")
         if self.device not in ("auto", "cpu", "cuda"):

@@ -66,6 +66,11 @@ class QMIXLearner:
         self.optimizer = torch.optim.Adam(self.params, lr=config.lr)
         self.updates = 0
 
+    def set_lr(self, lr: float) -> None:
+        """Learning rate of the next updates (the run's schedule sets it every episode)."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = float(lr)
+
     def sync_targets(self, tau: float = 1.0) -> None:
         """target <- tau * online + (1 - tau) * target (tau = 1: hard copy)."""
         with torch.no_grad():

@@ -276,6 +276,27 @@ def test_exponent_floats_parse_as_numbers_in_set_and_yaml(tmp_path):
         load_experiment(None, ["learner.lr=1e-3x"])
 
 
+def test_learning_rate_schedule():
+    """Constant by default (the paper); linear to lr_end over the run when lr_end is set, and
+    the optimiser uses the scheduled rate."""
+    cfg = load_experiment(None, ["train.episodes=100"])
+    assert [train_qmix.lr_at(k, cfg) for k in (0, 50, 200)] == [5e-4] * 3
+    cfg = load_experiment(None, ["train.episodes=100", "learner.lr=1e-3", "learner.lr_end=0.0"])
+    assert [train_qmix.lr_at(k, cfg) for k in (0, 25, 100, 300)] == pytest.approx([1e-3, 7.5e-4, 0.0, 0.0])
+    short = load_experiment(None, ["train.episodes=100", "learner.lr_end=1e-4", "learner.lr_anneal_episodes=10"])
+    assert train_qmix.lr_at(5, short) == pytest.approx(3e-4)
+    with pytest.raises(ConfigError, match="learner.lr_end=-1"):
+        load_experiment(None, ["learner.lr_end=-1"])
+
+
+def test_optimizer_follows_the_learning_rate_schedule(tmp_path):
+    out = tmp_path / "lr"
+    assert train(out, "--episodes", "20", "--set", "learner.lr=1e-3", "--set", "learner.lr_end=0",
+                 "--no-pictures") == 0
+    groups = load_learner_state(out)["learner"]["optimizer"]["param_groups"]
+    assert [g["lr"] for g in groups] == pytest.approx([1e-3 * (1 - 19 / 20)] * len(groups))  # set at episode 19
+
+
 def test_epsilon_schedule_is_linear_over_the_run():
     cfg = load_experiment(None, ["train.episodes=200"])
     assert (cfg.learner.eps_start, cfg.learner.eps_end) == (1.0, 0.05)
