@@ -3,6 +3,11 @@
     x_i --Linear--> h_i^(0) --L x [message passing along the graph + GRU cell]--> h_i^(L)
         --GRUCell over rounds (z_0 = 0)--> z_i --MLP--> Q_i(., a) for the 6 actions
 
+With ``dueling=True`` the MLP ends in two streams (Wang et al., 2016): a value V_i(z) shared
+by all actions and advantages A_i(z, a), Q = V + A - mean_a A. The value stream learns what
+the task is worth (difficulty moves the reward far more than any action does) from every
+action's data, so the advantages only have to carry the small differences between actions.
+
 Message passing uses torch_geometric's ``GatedGraphConv``: at each layer a node v sums
 ``W h_u`` over the agents u whose output it receives (edges u -> v, i.e. ``A[u, v] = 1``,
 the direction messages travel; the reference aggregates against it) and updates
@@ -28,17 +33,34 @@ def edge_index_of(adjacency: torch.Tensor) -> torch.Tensor:
     return torch.stack([g * n + u, g * n + v])
 
 
+class DuelingHead(nn.Module):
+    """(..., H) -> (..., A): Q = V + A - mean over actions of A."""
+
+    def __init__(self, hidden_dim: int, n_actions: int):
+        super().__init__()
+        self.trunk = nn.Sequential(nn.Linear(hidden_dim, hidden_dim), nn.ReLU())
+        self.value = nn.Linear(hidden_dim, 1)
+        self.advantage = nn.Linear(hidden_dim, n_actions)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        x = self.trunk(z)
+        adv = self.advantage(x)
+        return self.value(x) + adv - adv.mean(dim=-1, keepdim=True)
+
+
 class AgentQNetwork(nn.Module):
     """GNN-GRU-MLP Q-network. ``forward`` handles one round for G graphs at once;
     :meth:`unroll` runs whole episodes (GNN batched over all rounds, GRU over time)."""
 
-    def __init__(self, obs_dim: int, n_actions: int = 6, hidden_dim: int = 128, gnn_layers: int = 2):
+    def __init__(self, obs_dim: int, n_actions: int = 6, hidden_dim: int = 128, gnn_layers: int = 2,
+                 dueling: bool = False):
         super().__init__()
         self.hidden_dim = hidden_dim
         self.encode = nn.Linear(obs_dim, hidden_dim)
         self.gnn = GatedGraphConv(hidden_dim, num_layers=gnn_layers, aggr="add")
         self.rnn = nn.GRUCell(hidden_dim, hidden_dim)
-        self.head = nn.Sequential(nn.Linear(hidden_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, n_actions))
+        self.head = DuelingHead(hidden_dim, n_actions) if dueling else nn.Sequential(
+            nn.Linear(hidden_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, n_actions))
 
     def initial_hidden(self, graphs: int, n_agents: int) -> torch.Tensor:
         """z_0 = 0, shape (G, N, H)."""

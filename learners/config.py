@@ -26,7 +26,9 @@ class LearnerConfig:
         batch_size: episodes per update. buffer_size: replay capacity in episodes (5000).
         target_update: "hard" (copy every ``target_update_interval`` updates) or "soft"
             (Polyak with ``tau`` after every update).
-        double_q: bootstrap with the online net's masked argmax. td_lambda: 0 = one-step TD.
+        double_q: bootstrap with the online net's masked argmax.
+        dueling: the agent network's MLP ends in value + advantage streams (see
+            ``learners.agent_network``). td_lambda: 0 = one-step TD.
         updates_per_episode: gradient updates after each collected episode.
         lr_end: if set, the learning rate falls linearly from ``lr`` to ``lr_end`` over
             ``lr_anneal_episodes`` (None: the whole run), so that Q-values settle instead of
@@ -50,6 +52,7 @@ class LearnerConfig:
     target_update_interval: int = 200
     tau: float = 0.01
     double_q: bool = True
+    dueling: bool = False
     td_lambda: float = 0.0
     updates_per_episode: int = 1
     lr_end: float | None = None
@@ -81,8 +84,9 @@ class LearnerConfig:
             raise ConfigError(f"learner.target_update={self.target_update!r}: must be 'hard' or 'soft'")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"learner.device={self.device!r}: must be 'auto', 'cpu' or 'cuda'")
-        if not isinstance(self.double_q, bool):
-            raise ConfigError(f"learner.double_q={self.double_q!r}: must be true or false")
+        for key in ("double_q", "dueling"):
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(f"learner.{key}={getattr(self, key)!r}: must be true or false")
 
 
 @dataclass(frozen=True)

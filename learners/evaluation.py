@@ -194,7 +194,7 @@ def agent_from_checkpoint(checkpoint: dict[str, Any], cfg: ExperimentConfig, obs
     """The trained agent network of a checkpoint, for observations of size ``obs_dim``
     (a ConfigError if the checkpoint's network takes another size)."""
     state = checkpoint["learner"]["agent"]
-    agent = AgentQNetwork(obs_dim, N_ACTIONS, cfg.learner.hidden_dim, cfg.learner.gnn_layers)
+    agent = AgentQNetwork(obs_dim, N_ACTIONS, cfg.learner.hidden_dim, cfg.learner.gnn_layers, cfg.learner.dueling)
     expected = {k: tuple(v.shape) for k, v in agent.state_dict().items()}
     got = {k: tuple(v.shape) for k, v in state.items()}
     if expected != got:

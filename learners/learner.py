@@ -55,9 +55,9 @@ class QMIXLearner:
     def __init__(self, obs_dim: int, state_dim: int, n_agents: int, n_actions: int, config: LearnerConfig,
                  device: torch.device):
         self.config, self.device = config, device
-        self.agent = AgentQNetwork(obs_dim, n_actions, config.hidden_dim, config.gnn_layers).to(device)
+        self.agent = AgentQNetwork(obs_dim, n_actions, config.hidden_dim, config.gnn_layers, config.dueling).to(device)
         self.mixer = QMixer(n_agents, state_dim, config.mixer_embed_dim, config.hypernet_dim).to(device)
-        self.target_agent = AgentQNetwork(obs_dim, n_actions, config.hidden_dim, config.gnn_layers).to(device)
+        self.target_agent = AgentQNetwork(obs_dim, n_actions, config.hidden_dim, config.gnn_layers, config.dueling).to(device)
         self.target_mixer = QMixer(n_agents, state_dim, config.mixer_embed_dim, config.hypernet_dim).to(device)
         for target in (self.target_agent, self.target_mixer):
             target.requires_grad_(False)

@@ -89,6 +89,28 @@ def test_unroll_and_embed_shapes():
     assert net.embed(obs[0, 0], adj[0, 0]).shape == (n, HIDDEN)
 
 
+def test_dueling_head_is_value_plus_centred_advantage():
+    """Q = V + A - mean A: the mean over actions of Q is V, Q - V is A centred, and unroll
+    equals stepping forward (the head is applied the same way on both paths)."""
+    torch.manual_seed(0)
+    net = AgentQNetwork(OBS_DIM, N_ACTIONS, HIDDEN, 2, dueling=True)
+    g, n = 3, 4
+    obs = torch.randn(g, n, OBS_DIM)
+    adj = torch.bernoulli(torch.full((g, n, n), 0.5))
+    q, z = net(obs, adj, net.initial_hidden(g, n))
+    head = net.head
+    x = head.trunk(z)
+    value, adv = head.value(x), head.advantage(x)
+    torch.testing.assert_close(q.mean(-1, keepdim=True), value)
+    torch.testing.assert_close(q - value, adv - adv.mean(-1, keepdim=True))
+    seq_obs, seq_adj = torch.randn(2, 3, n, OBS_DIM), torch.bernoulli(torch.full((2, 3, n, n), 0.5))
+    hidden, stepped = net.initial_hidden(2, n), []
+    for t in range(3):
+        q_t, hidden = net(seq_obs[:, t], seq_adj[:, t], hidden)
+        stepped.append(q_t)
+    torch.testing.assert_close(net.unroll(seq_obs, seq_adj), torch.stack(stepped, dim=1))
+
+
 def test_mixer_shapes():
     torch.manual_seed(0)
     mixer = QMixer(n_agents=3, state_dim=5, embed_dim=8, hypernet_dim=12)

@@ -252,6 +252,7 @@ def test_token_budget_stops_cleanly_and_counts_across_resume(tmp_path):
     ("learner.bogus=1", ["bogus"]),
     ("nope.x=1", ["nope"]),
     ("train.episodes=0", ["train.episodes", "0"]),
+    ("learner.dueling=maybe", ["learner.dueling", "maybe"]),
 ])
 def test_config_errors_before_training(tmp_path, override, words, monkeypatch):
     started = []
