@@ -221,10 +221,12 @@ def main(argv: list[str] | None = None) -> int:
     # -- evaluation on held-out tasks -------------------------------------------------------
     eval_seed = seed + EVAL_SEED_OFFSET
     # every policy through one loop and one summary (learners.evaluation): the same keys for all
-    results = {}
+    results, qmix_traces = {}, []
     for policy in [QMIXPolicy(learner.agent, device)] + [make_baseline(name) for name in BASELINES]:
-        results[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes, seed=eval_seed, split="eval",
-                                        progress=not args.no_progress)[0]
+        results[policy.name], traces = evaluate(eval_env, policy, cfg.train.eval_episodes, seed=eval_seed,
+                                                split="eval", progress=not args.no_progress)
+        if policy.name == "qmix":
+            qmix_traces = traces  # its graphs are drawn at the end
     # (the oracle searches a fixed adversary placement only: none for adversary_position="random")
     if (cfg.env.backend == "sim" and n == 3 and rounds <= 2 and cfg.train.oracle_samples > 0
             and cfg.env.adversary_position == "fixed"):
@@ -251,10 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                          "curves": curves}}
     (out_dir / "results.json").write_text(json.dumps(summary, indent=2))
     if not args.no_pictures:
-        # the first held-out episodes of greedy QMIX again (same seeds, same episodes), to draw their graphs
-        examples = evaluate(eval_env, QMIXPolicy(learner.agent, device), min(cfg.train.eval_episodes, 12),
-                            seed=eval_seed, split="eval", progress=False)[1]
-        write_pictures(out_dir, cfg, curves, results, examples, writer)
+        write_pictures(out_dir, cfg, curves, results, qmix_traces[:12], writer)
     writer.close()
 
     rows = [{"policy": k, "reward": v["reward"], "accuracy": v.get("accuracy", ""),
