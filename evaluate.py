@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,7 +38,8 @@ import numpy as np
 import torch
 
 from learners.config import ExperimentConfig, load_experiment
-from learners.evaluation import EVAL_SEED_OFFSET, QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint
+from learners.evaluation import (EVAL_SEED_OFFSET, QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint,
+                                 paired_difference)
 from topo_env.actions import ACTION_NAMES
 from topo_env.baselines import BASELINES, format_table, make_baseline
 from topo_env.config import BACKENDS, ConfigError, EnvConfig, load_yaml
@@ -180,9 +180,8 @@ def run(args: argparse.Namespace, cfg: ExperimentConfig, checkpoint: dict | None
         counts[adv] += 1
     drop = {}
     for name, (calm, hit) in traces.items():
-        diff = np.array([c.accuracy - h.accuracy for c, h in zip(calm, hit)])  # paired: same task and noise
-        drop[name] = {"points": float(100 * diff.mean()),
-                      "se_points": float(100 * diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else 0.0}
+        paired = paired_difference([c.accuracy for c in calm], [h.accuracy for h in hit])  # same task and noise
+        drop[name] = {"points": 100 * paired["mean"], "se_points": 100 * paired["se"]}
     return {
         "config": {**cfg.to_dict(), "env": clean_env_config(cfg.env).to_dict()},
         "attack": {"n_adversaries": args.adversarial,

@@ -7,7 +7,9 @@ learned policy with every fixed topology on held-out tasks.
 
 Writes to --out: TensorBoard logs, checkpoint.pt (every train.checkpoint_every episodes and at
 the end), results.json and PNG pictures (learning_curves.png, action_distribution.png,
-topology_examples.png; see write_pictures); prints a comparison table at the end.
+topology_examples.png; see write_pictures); prints a comparison table at the end, with QMIX's
+reward minus each policy's on the same held-out episodes and its paired standard error
+(results.json["qmix_minus"]).
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from tqdm import tqdm
 
 from learners.buffer import EpisodeReplayBuffer
 from learners.config import ExperimentConfig, load_experiment
-from learners.evaluation import EVAL_SEED_OFFSET, QMIXPolicy, evaluate
+from learners.evaluation import EVAL_SEED_OFFSET, QMIXPolicy, evaluate, paired_differences
 from learners.evaluation import config_overrides as _flatten  # a saved config as --set overrides (--resume)
 from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner, EpisodeStats
@@ -188,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         for episode in bar:
             epsilon = epsilon_at(episode, cfg)
             learner.set_lr(lr_at(episode, cfg))
-            record, stats = runner.run(epsilon, episode_rng(seed, 1, episode), seed=seed * 100_003 + episode)
+            record, stats = runner.run(epsilon, episode_rng(seed, 1, episode), seed=seed * 100_003 + episode,
+                                       team_explore=cfg.learner.team_explore)
             buffer.add(record)
             if len(buffer) >= warmup:
                 sample_rng = episode_rng(seed, 2, episode)
@@ -221,12 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     # -- evaluation on held-out tasks -------------------------------------------------------
     eval_seed = seed + EVAL_SEED_OFFSET
     # every policy through one loop and one summary (learners.evaluation): the same keys for all
-    results, qmix_traces = {}, []
+    results, traces = {}, {}
     for policy in [QMIXPolicy(learner.agent, device)] + [make_baseline(name) for name in BASELINES]:
-        results[policy.name], traces = evaluate(eval_env, policy, cfg.train.eval_episodes, seed=eval_seed,
-                                                split="eval", progress=not args.no_progress)
-        if policy.name == "qmix":
-            qmix_traces = traces  # its graphs are drawn at the end
+        results[policy.name], traces[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes,
+                                                             seed=eval_seed, split="eval", progress=not args.no_progress)
     # (the oracle searches a fixed adversary placement only: none for adversary_position="random")
     if (cfg.env.backend == "sim" and n == 3 and rounds <= 2 and cfg.train.oracle_samples > 0
             and cfg.env.adversary_position == "fixed"):
@@ -244,22 +245,26 @@ def main(argv: list[str] | None = None) -> int:
         bucket = SequencePolicy("oracle_bucket", {b: to_actions(v["sequence"])
                                                   for b, v in oracle["bucket"]["buckets"].items()})
         for policy in (fixed, bucket):
-            results[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes, seed=eval_seed,
-                                            split="eval", progress=not args.no_progress)[0]
+            results[policy.name], traces[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes,
+                                                                 seed=eval_seed, split="eval",
+                                                                 progress=not args.no_progress)
         results["oracle_fixed"]["sequence"] = oracle["fixed"]["sequence"]
         results["oracle_bucket"]["sequences"] = {b: v["sequence"] for b, v in oracle["bucket"]["buckets"].items()}
-    summary = {"config": cfg.to_dict(), "eval": results,
+    paired = paired_differences(traces)  # qmix minus each policy, episode by episode
+    summary = {"config": cfg.to_dict(), "eval": results, "qmix_minus": paired,
                "train": {"episodes": cfg.train.episodes, "seconds": train_seconds, "updates": learner.updates,
                          "curves": curves}}
     (out_dir / "results.json").write_text(json.dumps(summary, indent=2))
     if not args.no_pictures:
-        write_pictures(out_dir, cfg, curves, results, qmix_traces[:12], writer)
+        write_pictures(out_dir, cfg, curves, results, traces["qmix"][:12], writer)
     writer.close()
 
     rows = [{"policy": k, "reward": v["reward"], "accuracy": v.get("accuracy", ""),
-             "tokens/task": v.get("tokens_per_task", ""), "density": v.get("density", "")} for k, v in results.items()]
+             "tokens/task": v.get("tokens_per_task", ""), "density": v.get("density", ""),
+             "qmix - policy (SE)": f"{paired[k]['mean']:+.4f} ({paired[k]['se']:.4f})" if k in paired else ""}
+            for k, v in results.items()]
     print(f"\nHeld-out evaluation ({cfg.train.eval_episodes} episodes, {setting_name(cfg)}, N={n}, T={rounds}):")
-    print(format_table(rows, ("policy", "reward", "accuracy", "tokens/task", "density")))
+    print(format_table(rows, ("policy", "reward", "accuracy", "tokens/task", "density", "qmix - policy (SE)")))
     print(f"results: {out_dir / 'results.json'}")
     return 0
 

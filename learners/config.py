@@ -35,6 +35,9 @@ class LearnerConfig:
             tracking the reward noise; None keeps ``lr`` constant (the paper's setting).
         eps_start, eps_end: epsilon-greedy range, linear over ``eps_anneal_episodes``
             (None: the whole run).
+        team_explore: share of the exploration made by the whole team at once (one shared
+            random action for every agent in a round; see ``learners.runner.select_actions``);
+            0 is the paper's independent epsilon-greedy.
         device: "auto" (CUDA when present), "cpu" or "cuda".
         torch_threads: CPU threads for torch (1 is fastest for these small networks).
     """
@@ -60,6 +63,7 @@ class LearnerConfig:
     eps_start: float = 1.0
     eps_end: float = 0.05
     eps_anneal_episodes: int | None = None
+    team_explore: float = 0.0
     device: str = "auto"
     torch_threads: int = 1
 
@@ -74,6 +78,7 @@ class LearnerConfig:
         _check_float(self, "td_lambda", lo=0.0, hi=1.0)
         _check_float(self, "eps_start", lo=0.0, hi=1.0)
         _check_float(self, "eps_end", lo=0.0, hi=1.0)
+        _check_float(self, "team_explore", lo=0.0, hi=1.0)
         if self.eps_anneal_episodes is not None:
             _check_int(self, "eps_anneal_episodes", 1)
         if self.lr_end is not None:

@@ -170,6 +170,24 @@ def evaluate(env, policy: Policy, episodes: int, seed: int, split: str = "eval",
     return {**figures, **summarize_traces(recorder.traces, env.rounds, watch)}, recorder.traces
 
 
+def paired_difference(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
+    """Mean of ``a[k] - b[k]`` over paired episodes (same task and noise) and its standard
+    error; pairing removes the task-to-task spread that two independent samples would carry."""
+    if len(a) != len(b) or not len(a):
+        raise ValueError(f"paired samples need the same non-zero length, got {len(a)} and {len(b)}")
+    diff = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+    return {"mean": float(diff.mean()), "se": se}
+
+
+def paired_differences(traces: dict[str, list[EpisodeTrace]], reference: str = "qmix") -> dict[str, dict[str, float]]:
+    """Reward of ``reference`` minus each other policy's, on the same held-out episodes:
+    ``{policy: {"mean", "se"}}`` (see :func:`paired_difference`)."""
+    ref = [t.reward for t in traces[reference]]
+    return {name: paired_difference(ref, [t.reward for t in other])
+            for name, other in traces.items() if name != reference}
+
+
 def config_overrides(config: dict[str, dict[str, Any]]) -> list[str]:
     """A saved config (``ExperimentConfig.to_dict()``) as ``--set`` overrides (to rebuild it)."""
     return [f"{section}.{key}={json.dumps(value)}" for section, values in config.items() for key, value in values.items()]

@@ -12,16 +12,37 @@ from learners.buffer import EpisodeRecord
 from topo_env.env import TopologyParallelEnv
 
 
-def select_actions(q: np.ndarray, mask: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+def select_actions(q: np.ndarray, mask: np.ndarray, epsilon: float, rng: np.random.Generator,
+                   team_explore: float = 0.0) -> np.ndarray:
     """Epsilon-greedy over valid actions only: q (N, A), mask (N, A) bool -> (N,) int.
 
     Each agent explores with probability epsilon (uniform over its valid actions), else takes
     its best valid action. Two draws per agent from ``rng`` whatever the outcome, so the
     random stream does not depend on the Q-values.
+
+    ``team_explore`` (0..1) is the share of the exploration made by the whole team at once:
+    with probability ``epsilon * team_explore`` every agent takes one shared action drawn
+    uniformly from the actions valid for all of them; otherwise each agent explores alone with
+    probability ``epsilon * (1 - team_explore)``. Independent exploration almost never plays a
+    coordinated joint action (1 in 6^(N-1)), so the Q-value of an action is learned against
+    teammates acting at random; team rounds show what it is worth when the others join in.
+    With ``team_explore > 0`` two more draws per round are made.
     """
-    explore = rng.random(q.shape[0]) < epsilon
-    picks = rng.random(q.shape[0])
+    n = q.shape[0]
     greedy = np.where(mask, q, -np.inf).argmax(axis=1)
+    if team_explore > 0.0:
+        team_round = rng.random() < epsilon * team_explore
+        team_pick = rng.random()
+        epsilon = epsilon * (1.0 - team_explore)
+    else:
+        team_round = False
+    explore = rng.random(n) < epsilon
+    picks = rng.random(n)
+    if team_round:
+        shared = np.flatnonzero(mask.all(axis=0))
+        if len(shared):
+            return np.full(n, shared[min(int(team_pick * len(shared)), len(shared) - 1)], dtype=greedy.dtype)
+        explore[:] = True  # no action valid for all: everyone explores alone this round
     actions = greedy.copy()
     for i in np.flatnonzero(explore):
         valid = np.flatnonzero(mask[i])
@@ -51,7 +72,8 @@ class EpisodeRunner:
         self.names = list(env.possible_agents)
 
     def run(self, epsilon: float, rng: np.random.Generator, seed: int | None = None,
-            options: dict | None = None) -> tuple[EpisodeRecord, EpisodeStats]:
+            options: dict | None = None, team_explore: float = 0.0) -> tuple[EpisodeRecord, EpisodeStats]:
+        """One episode; ``epsilon`` and ``team_explore`` as in :func:`select_actions` (0: greedy)."""
         env, n, t_len = self.env, len(self.names), self.env.rounds
         self.agent.eval()  # greedy or not, rollouts never use training-mode layers
         obs_dict, _ = env.reset(seed=seed, options=options)
@@ -68,7 +90,7 @@ class EpisodeRunner:
                 q, hidden = self.agent(torch.as_tensor(obs, device=self.device)[None],
                                        torch.as_tensor(adjacency, device=self.device)[None], hidden)
             q = q[0].cpu().numpy()
-            actions = select_actions(q, mask, epsilon, rng)
+            actions = select_actions(q, mask, epsilon, rng, team_explore)
             obs_dict, rewards, terms, _, infos = env.step({a: int(actions[i]) for i, a in enumerate(self.names)})
             rec["obs"].append(obs)
             rec["adjacency"].append(adjacency)

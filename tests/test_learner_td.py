@@ -485,3 +485,31 @@ def test_select_actions_respects_masks_and_epsilon():
     picks = np.stack([select_actions(q, mask, 1.0, rng) for _ in range(600)])
     assert (picks[:, 0] == 2).all() and (picks != 5).all()
     assert set(np.unique(picks[:, 1])) == {0, 1, 2, 3, 4}  # explores every valid action
+
+
+def test_team_exploration_plays_one_shared_valid_action():
+    rng = np.random.default_rng(0)
+    q = rng.normal(size=(3, A))
+    mask = np.ones((3, A), bool)
+    mask[0, 4] = False  # action 4 is not valid for every agent: never a team action
+    picks = np.stack([select_actions(q, mask, 1.0, rng, team_explore=1.0) for _ in range(600)])
+    assert (picks == picks[:, :1]).all()  # every round: the same action for the whole team
+    assert set(np.unique(picks[:, 0])) == {0, 1, 2, 3, 5}
+    # a team with no action valid for all explores alone, still within each agent's mask
+    lonely = np.zeros((3, A), bool)
+    lonely[0, 0] = lonely[1, 1] = lonely[2, 2] = True
+    assert select_actions(q, lonely, 1.0, rng, team_explore=1.0).tolist() == [0, 1, 2]
+
+
+def test_team_exploration_share_of_rounds_and_greedy_otherwise():
+    rng = np.random.default_rng(1)
+    q = np.tile(np.arange(A, dtype=float), (3, 1))  # greedy: action A-1 for everyone
+    mask = np.ones((3, A), bool)
+    picks = np.stack([select_actions(q, mask, 0.4, rng, team_explore=0.5) for _ in range(6000)])
+    explored = picks != A - 1
+    # independent exploration: each agent with probability 0.4 * 0.5, 5/6 of it visibly
+    solo_rate = explored[(explored.sum(axis=1) == 1)].shape[0] / len(picks)
+    shared = (picks == picks[:, :1]).all(axis=1) & (picks[:, 0] != A - 1)
+    assert abs(shared.mean() - 0.4 * 0.5 * 5 / 6) < 0.02  # team rounds that left the greedy action
+    assert 0.2 < solo_rate < 0.35
+    assert np.array_equal(select_actions(q, mask, 0.0, rng, team_explore=1.0), np.full(3, A - 1))

@@ -17,11 +17,12 @@ import torch
 import train_qmix
 from learners.agent_network import AgentQNetwork
 from learners.config import load_experiment
+from learners.evaluation import evaluate
 from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
 from topo_env.baselines import BASELINES, evaluate_policy, make_baseline
-from topo_env.config import ConfigError
+from topo_env.config import ConfigError, load_yaml
 from topo_env.env import TopologyParallelEnv
 
 torch.set_num_threads(1)
@@ -109,6 +110,14 @@ def test_eval_numbers_come_from_the_final_agent_and_the_held_out_split(straight_
     assert np.mean([s.tokens for s in stats]) == pytest.approx(res["qmix"]["tokens_per_task"], abs=1e-9)
     chain = evaluate_policy(env, make_baseline("chain"), 20, seed=eval_seed, split="eval", progress=False)
     assert chain["reward"] == pytest.approx(res["chain"]["reward"], abs=1e-12)
+    # the paired difference is taken episode by episode on those same held-out episodes
+    _, chain_traces = evaluate(env, make_baseline("chain"), 20, seed=eval_seed, split="eval", progress=False)
+    chain_rewards = [t.reward for t in chain_traces]
+    diff = np.array([s.reward for s in stats]) - np.array(chain_rewards)
+    paired = load_results(straight_run)["qmix_minus"]
+    assert set(paired) == set(res) - {"qmix"}
+    assert paired["chain"]["mean"] == pytest.approx(diff.mean(), abs=1e-9)
+    assert paired["chain"]["se"] == pytest.approx(diff.std(ddof=1) / np.sqrt(20), abs=1e-9)
 
 
 def test_tensorboard_logs(straight_run):
@@ -376,3 +385,15 @@ def test_run_writes_pictures_and_curves(straight_run, tmp_path):
     assert load_results(out)["train"]["curves"] == curves
     assert sorted(p.name for p in out.glob("*.png")) == ["action_distribution.png", "learning_curves.png",
                                                          "topology_examples.png"]
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parent.parent / "configs").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_every_shipped_config_loads_and_validates(path):
+    cfg = load_experiment(path)
+    for section, values in load_yaml(path).items():  # every key written in the file is the value in force
+        for key, value in (values or {}).items():
+            got = getattr(getattr(cfg, section), key)
+            if isinstance(value, list):
+                got, value = list(got), list(value)
+            assert got == value, (section, key, got, value)
