@@ -397,3 +397,15 @@ def test_every_shipped_config_loads_and_validates(path):
             if isinstance(value, list):
                 got, value = list(got), list(value)
             assert got == value, (section, key, got, value)
+
+
+def test_paired_difference_by_hand_and_bad_lengths():
+    from learners.evaluation import paired_difference
+
+    got = paired_difference([1.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 0.0])  # differences 1, 0, 0, 1
+    assert got["mean"] == pytest.approx(0.5)
+    assert got["se"] == pytest.approx(np.std([1, 0, 0, 1], ddof=1) / 2)
+    with pytest.raises(ValueError, match="got 2 and 1"):
+        paired_difference([1.0, 0.0], [1.0])
+    with pytest.raises(ValueError, match="got 0 and 0"):
+        paired_difference([], [])
