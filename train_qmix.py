@@ -4,6 +4,7 @@ learned policy with every fixed topology on held-out tasks.
     python train_qmix.py                                   # configs/default.yaml, simulated team
     python train_qmix.py --config configs/math.yaml --set learner.lr=1e-3 --episodes 3000 --out runs/math
     python train_qmix.py --resume runs/math                # continue an interrupted run
+    python train_qmix.py --config configs/qmix_small.yaml  # the settings that converge on the simulated team
 
 Writes to --out: TensorBoard logs, checkpoint.pt (every train.checkpoint_every episodes and at
 the end), results.json and PNG pictures (learning_curves.png, action_distribution.png,
