@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     eval_seed = seed + EVAL_SEED_OFFSET
     # every policy through one loop and one summary (learners.evaluation): the same keys for all
     results, traces = {}, {}
-    for policy in [QMIXPolicy(learner.policy_agent, device)] + [make_baseline(name) for name in BASELINES]:
+    for policy in [QMIXPolicy(learner.agent, device)] + [make_baseline(name) for name in BASELINES]:
         results[policy.name], traces[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes,
                                                              seed=eval_seed, split="eval", progress=not args.no_progress)
     # (the oracle searches a fixed adversary placement only: none for adversary_position="random")

@@ -1,8 +1,9 @@
 """Training throughput of QMIX on the default config.
 
-    python benchmarks/bench_learner.py [--episodes 500] [--batch 32] [--rounds 3]
+    python benchmarks/bench_learner.py [--episodes 500] [--batch 32] [--rounds 3] [--threads 1,2]
 
-Prints (1) the time of one gradient update at the given batch size (N=3, T=rounds),
+Prints (1) the time of one gradient update at the given batch size (N=3, T=rounds), for each
+torch thread count in ``--threads`` (the median of 5 timed blocks of 40 updates),
 (2) a short training run's episodes/s and updates/s and how its time splits between the env
 (rollouts) and the learner (updates). Targets: update of batch 32 (N=3, T=3) < 12 ms; 2,000
 episodes of the default config in <= 3 minutes.
@@ -30,11 +31,17 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--config", default="configs/default.yaml")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: learner.torch_threads)")
+    parser.add_argument("--threads", default="1,2",
+                        help="comma-separated torch thread counts for the update timing (default 1,2); "
+                             "the training run uses learner.torch_threads")
     args = parser.parse_args()
     cfg = load_experiment(args.config)
-    threads = args.threads or cfg.learner.torch_threads
-    torch.set_num_threads(threads)
+    try:
+        thread_counts = [int(t) for t in args.threads.split(",")]
+    except ValueError:
+        thread_counts = []
+    if not thread_counts or min(thread_counts) < 1:
+        parser.error(f"--threads {args.threads!r}: give thread counts >= 1, e.g. 1,2")
     torch.manual_seed(0)
 
     # (1) one update, N=3, T=args.rounds, batch args.batch
@@ -46,13 +53,19 @@ def main() -> None:
     rng = np.random.default_rng(0)
     for k in range(200):
         buffer.add(runner.run(1.0, rng, seed=k)[0])
-    for _ in range(20):  # warm-up
-        learner.update(buffer.sample(args.batch, rng))
-    n = 200
-    start = time.perf_counter()
-    for _ in range(n):
-        learner.update(buffer.sample(args.batch, rng))
-    update_ms = (time.perf_counter() - start) / n * 1000
+    update_ms = {}
+    for threads in thread_counts:
+        torch.set_num_threads(threads)
+        for _ in range(20):  # warm-up
+            learner.update(buffer.sample(args.batch, rng))
+        blocks = []
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(40):
+                learner.update(buffer.sample(args.batch, rng))
+            blocks.append((time.perf_counter() - start) / 40 * 1000)
+        update_ms[threads] = float(np.median(blocks))
+    torch.set_num_threads(cfg.learner.torch_threads)
 
     # (2) a short training run on the config as is (rollout + 1 update per episode)
     env = TopologyParallelEnv(cfg.env)
@@ -74,7 +87,8 @@ def main() -> None:
         learn_time += t2 - t1
     total = env_time + learn_time
     print(f"{'measure':<52}{'value':>12}{'target':>12}")
-    print(f"{'update, batch %d, N=3, T=%d, %d thread(s) (ms)' % (args.batch, args.rounds, threads):<52}{update_ms:>12.2f}{'< 12':>12}")
+    for threads, ms in update_ms.items():
+        print(f"{'update, batch %d, N=3, T=%d, %d thread(s) (ms)' % (args.batch, args.rounds, threads):<52}{ms:>12.2f}{'< 12':>12}")
     print(f"{'training episodes/s (default config)':<52}{args.episodes / total:>12.1f}{'>= 11.1':>12}")
     print(f"{'gradient updates/s':<52}{updates / learn_time:>12.1f}")
     print(f"{'time in env rollouts (incl. action selection)':<52}{env_time / total:>11.0%}")

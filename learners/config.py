@@ -38,10 +38,6 @@ class LearnerConfig:
         team_explore: share of the exploration made by the whole team at once (one shared
             random action for every agent in a round; see ``learners.runner.select_actions``);
             0 is the paper's independent epsilon-greedy.
-        policy_ema: if > 0, the greedy (evaluation) policy uses an exponential moving average
-            of the agent network's weights, ``ema <- policy_ema * ema + (1 - policy_ema) *
-            online`` after every update (Polyak averaging): the last updates' noise is averaged
-            out of the greedy argmax. 0 (default): evaluate the online weights.
         device: "auto" (CUDA when present), "cpu" or "cuda".
         torch_threads: CPU threads for torch (1 is fastest for these small networks).
     """
@@ -68,7 +64,6 @@ class LearnerConfig:
     eps_end: float = 0.05
     eps_anneal_episodes: int | None = None
     team_explore: float = 0.0
-    policy_ema: float = 0.0
     device: str = "auto"
     torch_threads: int = 1
 
@@ -84,7 +79,6 @@ class LearnerConfig:
         _check_float(self, "eps_start", lo=0.0, hi=1.0)
         _check_float(self, "eps_end", lo=0.0, hi=1.0)
         _check_float(self, "team_explore", lo=0.0, hi=1.0)
-        _check_float(self, "policy_ema", lo=0.0, hi=1.0, hi_open=True)
         if self.eps_anneal_episodes is not None:
             _check_int(self, "eps_anneal_episodes", 1)
         if self.lr_end is not None:
@@ -196,14 +190,13 @@ def _check_int(cfg: Any, key: str, minimum: int) -> None:
     object.__setattr__(cfg, key, int(v))
 
 
-def _check_float(cfg: Any, key: str, lo: float, hi: float | None = None, lo_open: bool = False,
-                 hi_open: bool = False) -> None:
+def _check_float(cfg: Any, key: str, lo: float, hi: float | None = None, lo_open: bool = False) -> None:
     v = getattr(cfg, key)
     ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and v == v
     if ok:
-        ok = (v > lo if lo_open else v >= lo) and (hi is None or (v < hi if hi_open else v <= hi))
+        ok = (v > lo if lo_open else v >= lo) and (hi is None or v <= hi)
     if not ok:
-        bound = f"{'>' if lo_open else '>='} {lo}" + (f" and {'<' if hi_open else '<='} {hi}" if hi is not None else "")
+        bound = f"{'>' if lo_open else '>='} {lo}" + (f" and <= {hi}" if hi is not None else "")
         raise ConfigError(f"{_section(cfg)}.{key}={v!r}: must be a number {bound}")
     object.__setattr__(cfg, key, float(v))
 

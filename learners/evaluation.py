@@ -209,10 +209,9 @@ def load_checkpoint(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Ex
 
 def agent_from_checkpoint(checkpoint: dict[str, Any], cfg: ExperimentConfig, obs_dim: int,
                           device: torch.device | str = "cpu") -> AgentQNetwork:
-    """The trained greedy policy's agent network of a checkpoint (its Polyak average if the run
-    had ``learner.policy_ema``), for observations of size ``obs_dim`` (a ConfigError if the
-    checkpoint's network takes another size)."""
-    state = checkpoint["learner"].get("policy_agent") or checkpoint["learner"]["agent"]
+    """The trained agent network of a checkpoint, for observations of size ``obs_dim``
+    (a ConfigError if the checkpoint's network takes another size)."""
+    state = checkpoint["learner"]["agent"]
     agent = AgentQNetwork(obs_dim, N_ACTIONS, cfg.learner.hidden_dim, cfg.learner.gnn_layers, cfg.learner.dueling)
     expected = {k: tuple(v.shape) for k, v in agent.state_dict().items()}
     got = {k: tuple(v.shape) for k, v in state.items()}

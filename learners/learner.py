@@ -58,8 +58,7 @@ def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
 
 
 class QMIXLearner:
-    """Owns the online and target networks, the optimiser, and ``policy_agent``: the agent
-    network the greedy policy runs (the online one, or its Polyak average if ``policy_ema``)."""
+    """Owns the online and target networks and the optimiser."""
 
     def __init__(self, obs_dim: int, state_dim: int, n_agents: int, n_actions: int, config: LearnerConfig,
                  device: torch.device):
@@ -71,13 +70,6 @@ class QMIXLearner:
         for target in (self.target_agent, self.target_mixer):
             target.requires_grad_(False)
         self.sync_targets(tau=1.0)
-        # the greedy policy's weights: a Polyak average of the online agent's (policy_ema > 0)
-        self.policy_agent = self.agent
-        if config.policy_ema > 0:
-            self.policy_agent = AgentQNetwork(obs_dim, n_actions, config.hidden_dim, config.gnn_layers,
-                                              config.dueling).to(device)
-            self.policy_agent.requires_grad_(False)
-            polyak_update(self.policy_agent, self.agent, tau=1.0)
         self.params = list(self.agent.parameters()) + list(self.mixer.parameters())
         # foreach: one multi-tensor kernel per Adam op instead of a loop over parameters; on
         # CPU it is bitwise equal to the loop (runs reproduce) and saves ~1.5 ms per update
@@ -135,16 +127,13 @@ class QMIXLearner:
             self.sync_targets(cfg.tau)
         elif self.updates % cfg.target_update_interval == 0:
             self.sync_targets(1.0)
-        if self.policy_agent is not self.agent:
-            polyak_update(self.policy_agent, self.agent, 1.0 - cfg.policy_ema)
         return {"loss": loss.item(), "grad_norm": float(grad_norm), "q_tot": q_tot.detach().mean().item(),
                 "target": y.mean().item(), "q_taken": chosen.detach().mean().item()}
 
     def state_dict(self) -> dict:
         return {"agent": self.agent.state_dict(), "mixer": self.mixer.state_dict(),
                 "target_agent": self.target_agent.state_dict(), "target_mixer": self.target_mixer.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "updates": self.updates,
-                "policy_agent": self.policy_agent.state_dict() if self.policy_agent is not self.agent else None}
+                "optimizer": self.optimizer.state_dict(), "updates": self.updates}
 
     def load_state_dict(self, state: dict) -> None:
         self.agent.load_state_dict(state["agent"])
@@ -153,5 +142,3 @@ class QMIXLearner:
         self.target_mixer.load_state_dict(state["target_mixer"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])
-        if self.policy_agent is not self.agent:
-            self.policy_agent.load_state_dict(state["policy_agent"])

@@ -414,29 +414,6 @@ def test_learner_state_dict_round_trip():
     assert same(online_params(clone), online_params(learner))
 
 
-def test_policy_ema_is_a_polyak_average_of_the_online_agent():
-    """policy_ema = 0: the greedy policy runs the online agent. policy_ema = d: after every
-    update its weights are d * before + (1 - d) * the updated online weights; it starts as a
-    copy, takes no gradient, and survives a state_dict round trip."""
-    plain = make_learner()
-    assert plain.policy_agent is plain.agent and plain.state_dict()["policy_agent"] is None
-    decay = 0.75
-    learner = make_learner(policy_ema=decay, lr=1e-2)
-    assert learner.policy_agent is not learner.agent
-    assert same(list(learner.policy_agent.parameters()), list(learner.agent.parameters()))
-    assert not any(p.requires_grad for p in learner.policy_agent.parameters())
-    batch = episode_batch(rewards=(0.0, 1.0), b=2, seed=12)
-    for _ in range(3):
-        before = [p.detach().clone() for p in learner.policy_agent.parameters()]
-        learner.update(batch)
-        for old, new, online in zip(before, learner.policy_agent.parameters(), learner.agent.parameters()):
-            assert torch.allclose(new, decay * old + (1 - decay) * online, atol=1e-7)
-    assert not same(list(learner.policy_agent.parameters()), list(learner.agent.parameters()))
-    clone = make_learner(seed=5, policy_ema=decay)
-    clone.load_state_dict(copy.deepcopy(learner.state_dict()))
-    assert same(list(clone.policy_agent.parameters()), list(learner.policy_agent.parameters()))
-
-
 # -- the runner ----------------------------------------------------------------------------------
 
 

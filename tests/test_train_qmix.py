@@ -17,7 +17,7 @@ import torch
 import train_qmix
 from learners.agent_network import AgentQNetwork
 from learners.config import load_experiment
-from learners.evaluation import QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint
+from learners.evaluation import evaluate
 from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
@@ -57,9 +57,6 @@ def assert_same_networks(dir_a: Path, dir_b: Path) -> None:
         assert a["learner"][part].keys() == b["learner"][part].keys()
         for name, tensor in a["learner"][part].items():
             assert torch.equal(tensor, b["learner"][part][name]), f"{part}.{name} differs"
-    assert (a["learner"]["policy_agent"] is None) == (b["learner"]["policy_agent"] is None)
-    for name, tensor in (a["learner"]["policy_agent"] or {}).items():
-        assert torch.equal(tensor, b["learner"]["policy_agent"][name]), f"policy_agent.{name} differs"
 
 
 @pytest.fixture(scope="module")
@@ -174,29 +171,6 @@ def test_resume_equals_straight_run(straight_run, tmp_path):
     assert load_results(out)["train"]["updates"] == load_results(straight_run)["train"]["updates"]
 
 
-def test_policy_ema_run_resumes_exactly_and_evaluates_the_averaged_weights(tmp_path):
-    """With learner.policy_ema the averaged network is checkpointed (an interrupted run
-    resumes to the same numbers) and it, not the online network, is the evaluated policy."""
-    ema = ["--set", "learner.policy_ema=0.9", *FIXED_SCHEDULE]
-    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    assert train(straight, "--episodes", "30", *ema) == 0
-    assert train(resumed, "--episodes", "15", *ema) == 0
-    assert train_qmix.main(["--resume", str(resumed), "--episodes", "30", "--no-progress"]) == 0
-    assert_same_networks(straight, resumed)
-    assert load_results(resumed)["eval"] == load_results(straight)["eval"]
-    ck = load_learner_state(straight)
-    cfg, _ = load_checkpoint(straight)
-    env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="eval"))
-    agent = agent_from_checkpoint(ck, cfg, env.obs_builder.dim)
-    for name, tensor in agent.state_dict().items():
-        assert torch.equal(tensor, ck["learner"]["policy_agent"][name])
-    assert any(not torch.equal(ck["learner"]["policy_agent"][k], v) for k, v in ck["learner"]["agent"].items())
-    seed = cfg.train.seed
-    res, _ = evaluate(env, QMIXPolicy(agent), 20, seed=seed + train_qmix.EVAL_SEED_OFFSET, split="eval",
-                      progress=False)
-    assert res["reward"] == pytest.approx(load_results(straight)["eval"]["qmix"]["reward"], abs=1e-12)
-
-
 def test_resume_keeps_the_epsilon_schedule_of_the_run(tmp_path):
     """A new run fixes its exploration schedule (eps_anneal_episodes defaults to the run's
     length and is saved); --resume --episodes N extends the run without moving it, so the
@@ -288,7 +262,6 @@ def test_token_budget_stops_cleanly_and_counts_across_resume(tmp_path):
     ("nope.x=1", ["nope"]),
     ("train.episodes=0", ["train.episodes", "0"]),
     ("learner.dueling=maybe", ["learner.dueling", "maybe"]),
-    ("learner.policy_ema=1.0", ["learner.policy_ema", "1.0", "< 1"]),
 ])
 def test_config_errors_before_training(tmp_path, override, words, monkeypatch):
     started = []
