@@ -10,11 +10,13 @@ Writes to --out: TensorBoard logs, checkpoint.pt (every train.checkpoint_every e
 the end), results.json and PNG pictures (learning_curves.png, action_distribution.png,
 topology_examples.png; see write_pictures); prints a comparison table at the end, with QMIX's
 reward minus each policy's on the same held-out episodes and its paired standard error
-(results.json["qmix_minus"]).
+(results.json["qmix_minus"]). With ``train.validate_every`` the evaluated "qmix" is the network
+that scored best on the validation episodes (train split), and "qmix_last" the final one.
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
 import random
@@ -31,7 +33,8 @@ from tqdm import tqdm
 
 from learners.buffer import EpisodeReplayBuffer
 from learners.config import ExperimentConfig, load_experiment
-from learners.evaluation import EVAL_SEED_OFFSET, QMIXPolicy, evaluate, paired_differences
+from learners.evaluation import (EVAL_SEED_OFFSET, VALIDATION_SEED_OFFSET, QMIXPolicy, evaluate,
+                                 paired_differences)
 from learners.evaluation import config_overrides as _flatten  # a saved config as --set overrides (--resume)
 from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner, EpisodeStats
@@ -116,10 +119,28 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def validate(env: TopologyParallelEnv, learner: QMIXLearner, cfg: ExperimentConfig, validation: dict,
+             episode: int, device: torch.device, writer: SummaryWriter) -> int:
+    """Score the greedy policy of the current network on the validation episodes (train-split
+    tasks, the same seeds every time) and keep a copy of the network if it is the best so far.
+    ``validation``: ``{"history": [{"episode", "reward"}, ...], "best": {"episode", "reward",
+    "agent": state_dict} or None}``, updated in place. Returns the tokens the checks spent (they
+    count toward ``train.token_budget``)."""
+    figures, _ = evaluate(env, QMIXPolicy(learner.agent, device), cfg.train.validate_episodes,
+                          seed=cfg.train.seed + VALIDATION_SEED_OFFSET, split="train", progress=False)
+    validation["history"].append({"episode": episode, "reward": figures["reward"]})
+    writer.add_scalar("validation/reward", figures["reward"], episode)
+    if validation["best"] is None or figures["reward"] > validation["best"]["reward"]:
+        validation["best"] = {"episode": episode, "reward": figures["reward"],
+                              "agent": copy.deepcopy(learner.agent.state_dict())}
+    return int(figures["total_tokens"])
+
+
 def save_checkpoint(path: Path, cfg: ExperimentConfig, learner: QMIXLearner, buffer: EpisodeReplayBuffer,
-                    episode: int, curves: list[dict] = (), tokens_spent: int = 0) -> None:
+                    episode: int, curves: list[dict] = (), tokens_spent: int = 0,
+                    validation: dict | None = None) -> None:
     state = {"config": cfg.to_dict(), "learner": learner.state_dict(), "episode": episode, "curves": list(curves),
-             "tokens_spent": int(tokens_spent),
+             "tokens_spent": int(tokens_spent), "validation": validation,
              "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
              "buffer": buffer.state_dict() if cfg.train.save_buffer else None}
     tmp = path.with_suffix(".tmp")
@@ -165,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     learner = QMIXLearner(obs_dim, state_dim, n, N_ACTIONS, cfg.learner, device)
     buffer = EpisodeReplayBuffer(cfg.learner.buffer_size, rounds, n, obs_dim, state_dim, N_ACTIONS)
     runner = EpisodeRunner(train_env, learner.agent, device)
+    # validation episodes run on their own env instance, so training episodes are untouched
+    validation_env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="train")) if cfg.train.validate_every else None
+    validation = {"history": [], "best": None}
     start = 0
     if checkpoint is not None:
         learner.load_state_dict(checkpoint["learner"])
@@ -174,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         np.random.set_state(checkpoint["numpy_rng"])
         random.setstate(checkpoint["python_rng"])
         start = int(checkpoint["episode"])
+        validation = checkpoint.get("validation") or validation
     (out_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
     writer = SummaryWriter(str(out_dir))
 
@@ -198,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                 sample_rng = episode_rng(seed, 2, episode)
                 for _ in range(cfg.learner.updates_per_episode):
                     losses.append(learner.update(buffer.sample(cfg.learner.batch_size, sample_rng)))
+            if cfg.train.validate_every and (episode + 1) % cfg.train.validate_every == 0:
+                tokens_spent += validate(validation_env, learner, cfg, validation, episode + 1, device, writer)
             window.append(stats)
             tokens_spent += stats.tokens
             if cfg.train.token_budget and tokens_spent >= cfg.train.token_budget and not stop.requested:
@@ -210,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
                                 tokens=f"{np.mean([s.tokens for s in window]):.0f}", eps=f"{epsilon:.2f}")
                 window, losses = [], []
             if (episode + 1) % cfg.train.checkpoint_every == 0 or stop.requested:
-                save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, episode + 1, curves, tokens_spent)
+                save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, episode + 1, curves, tokens_spent,
+                                validation)
             if stop.requested:
                 print(f"\nstopped: checkpoint at episode {episode + 1} in {out_dir}; continue with --resume {out_dir}")
                 return 130
@@ -220,13 +248,24 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop.restore()
     train_seconds = time.perf_counter() - started
-    save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, cfg.train.episodes, curves, tokens_spent)
+    if cfg.train.validate_every and (not validation["history"] or validation["history"][-1]["episode"] != cfg.train.episodes):
+        tokens_spent += validate(validation_env, learner, cfg, validation, cfg.train.episodes, device, writer)  # the last network
+    save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, cfg.train.episodes, curves, tokens_spent,
+                    validation)
+    # the evaluated policy: the network that validated best (with validation), else the last one
+    policy_agent = learner.agent
+    if validation["best"] is not None and validation["best"]["episode"] != cfg.train.episodes:
+        policy_agent = copy.deepcopy(learner.agent)
+        policy_agent.load_state_dict(validation["best"]["agent"])
 
     # -- evaluation on held-out tasks -------------------------------------------------------
     eval_seed = seed + EVAL_SEED_OFFSET
     # every policy through one loop and one summary (learners.evaluation): the same keys for all
     results, traces = {}, {}
-    for policy in [QMIXPolicy(learner.agent, device)] + [make_baseline(name) for name in BASELINES]:
+    qmix_policies = [QMIXPolicy(policy_agent, device)]
+    if policy_agent is not learner.agent:  # what validation gained: the last network, on the same episodes
+        qmix_policies.append(QMIXPolicy(learner.agent, device, name="qmix_last"))
+    for policy in qmix_policies + [make_baseline(name) for name in BASELINES]:
         results[policy.name], traces[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes,
                                                              seed=eval_seed, split="eval", progress=not args.no_progress)
     # (the oracle searches a fixed adversary placement only: none for adversary_position="random")
@@ -255,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     summary = {"config": cfg.to_dict(), "eval": results, "qmix_minus": paired,
                "train": {"episodes": cfg.train.episodes, "seconds": train_seconds, "updates": learner.updates,
                          "curves": curves}}
+    if cfg.train.validate_every:
+        summary["validation"] = {"every": cfg.train.validate_every, "episodes": cfg.train.validate_episodes,
+                                 "history": validation["history"], "selected_episode": validation["best"]["episode"],
+                                 "selected_reward": validation["best"]["reward"]}
     (out_dir / "results.json").write_text(json.dumps(summary, indent=2))
     if not args.no_pictures:
         write_pictures(out_dir, cfg, curves, results, traces["qmix"][:12], writer)
@@ -266,6 +309,11 @@ def main(argv: list[str] | None = None) -> int:
             for k, v in results.items()]
     print(f"\nHeld-out evaluation ({cfg.train.eval_episodes} episodes, {setting_name(cfg)}, N={n}, T={rounds}):")
     print(format_table(rows, ("policy", "reward", "accuracy", "tokens/task", "density", "qmix - policy (SE)")))
+    if cfg.train.validate_every:
+        best = validation["best"]
+        print(f"qmix: the network of episode {best['episode']} (best of {len(validation['history'])} validation "
+              f"checks, reward {best['reward']:.4f} on {cfg.train.validate_episodes} train-split episodes)"
+              + ("; qmix_last: the network at the end of training" if policy_agent is not learner.agent else ""))
     print(f"results: {out_dir / 'results.json'}")
     return 0
 

@@ -108,6 +108,10 @@ class TrainConfig:
         save_buffer: put the replay buffer in checkpoints (needed for an exact resume).
         token_budget: stop training cleanly, with a checkpoint, once the team has spent this
             many tokens (0: no budget). Meant for runs against paid LLM APIs.
+        validate_every: every this many episodes (and at the end), score the greedy policy on
+            ``validate_episodes`` validation episodes: train-split tasks with fixed seeds, the
+            same at every check, never the held-out ones. The best-scoring network is the
+            policy evaluated at the end (0: no validation; the final network is evaluated).
     """
 
     episodes: int = 2000
@@ -119,11 +123,13 @@ class TrainConfig:
     oracle_samples: int = 1000
     save_buffer: bool = True
     token_budget: int = 0
+    validate_every: int = 0
+    validate_episodes: int = 1000
 
     def __post_init__(self) -> None:
-        for key in ("episodes", "eval_episodes", "checkpoint_every", "log_every"):
+        for key in ("episodes", "eval_episodes", "checkpoint_every", "log_every", "validate_episodes"):
             _check_int(self, key, 1)
-        for key in ("seed", "warmup_episodes", "oracle_samples", "token_budget"):
+        for key in ("seed", "warmup_episodes", "oracle_samples", "token_budget", "validate_every"):
             _check_int(self, key, 0)
         if not isinstance(self.save_buffer, bool):
             raise ConfigError(f"train.save_buffer={self.save_buffer!r}: must be true or false")

@@ -38,6 +38,10 @@ from topo_env.config import ConfigError
 EVAL_SEED_OFFSET = 1_000_000
 """Held-out episode k of a run with seed s uses env seed ``s + EVAL_SEED_OFFSET + k`` (eval split)."""
 
+VALIDATION_SEED_OFFSET = 1_000_000_000
+"""Validation episode k of a run with seed s uses env seed ``s + VALIDATION_SEED_OFFSET + k``
+(train split; far from the training episodes' seeds ``s * 100_003 + episode``)."""
+
 _QMIX_STREAM = 0xE7A1
 """Mixed into a QMIX policy's episode seed (its exploration draws are not the env's)."""
 
@@ -209,9 +213,11 @@ def load_checkpoint(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Ex
 
 def agent_from_checkpoint(checkpoint: dict[str, Any], cfg: ExperimentConfig, obs_dim: int,
                           device: torch.device | str = "cpu") -> AgentQNetwork:
-    """The trained agent network of a checkpoint, for observations of size ``obs_dim``
-    (a ConfigError if the checkpoint's network takes another size)."""
-    state = checkpoint["learner"]["agent"]
+    """The trained greedy policy's agent network of a checkpoint: the network that scored best
+    in validation if the run validated (``train.validate_every``), else the last one; for
+    observations of size ``obs_dim`` (a ConfigError if the checkpoint's network takes another size)."""
+    best = (checkpoint.get("validation") or {}).get("best")
+    state = best["agent"] if best else checkpoint["learner"]["agent"]
     agent = AgentQNetwork(obs_dim, N_ACTIONS, cfg.learner.hidden_dim, cfg.learner.gnn_layers, cfg.learner.dueling)
     expected = {k: tuple(v.shape) for k, v in agent.state_dict().items()}
     got = {k: tuple(v.shape) for k, v in state.items()}

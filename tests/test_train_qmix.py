@@ -17,7 +17,7 @@ import torch
 import train_qmix
 from learners.agent_network import AgentQNetwork
 from learners.config import load_experiment
-from learners.evaluation import evaluate
+from learners.evaluation import QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint
 from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
@@ -171,6 +171,71 @@ def test_resume_equals_straight_run(straight_run, tmp_path):
     assert load_results(out)["train"]["updates"] == load_results(straight_run)["train"]["updates"]
 
 
+def test_validation_selects_the_best_network_and_leaves_training_untouched(tmp_path, monkeypatch):
+    """With train.validate_every=10 the network is scored at episodes 10, 20, 30; the best one
+    (here, scripted: episode 20) is the evaluated "qmix", the final one "qmix_last". Validation
+    does not disturb training: the kept network equals a plain 20-episode run's."""
+    scores = iter([0.5, 0.9, 0.1])
+    real_evaluate = train_qmix.evaluate
+    calls, validation_tokens = [], []
+
+    def scripted(env, policy, episodes, seed, split="eval", progress=True, watch=None):
+        figures, traces = real_evaluate(env, policy, episodes, seed, split=split, progress=progress, watch=watch)
+        if split == "train":  # a validation check
+            calls.append((episodes, seed))
+            validation_tokens.append(figures["total_tokens"])
+            figures = {**figures, "reward": next(scores)}
+        return figures, traces
+
+    monkeypatch.setattr(train_qmix, "evaluate", scripted)
+    validated, plain = tmp_path / "validated", tmp_path / "plain"
+    assert train(validated, "--episodes", "30", "--set", "train.validate_every=10",
+                 "--set", "train.validate_episodes=5", *FIXED_SCHEDULE) == 0
+    assert calls == [(5, train_qmix.VALIDATION_SEED_OFFSET)] * 3  # seed 0: the same episodes each time
+    monkeypatch.setattr(train_qmix, "evaluate", real_evaluate)
+    assert train(plain, "--episodes", "20", *FIXED_SCHEDULE) == 0
+    summary = load_results(validated)
+    assert summary["validation"]["history"] == [{"episode": 10, "reward": 0.5}, {"episode": 20, "reward": 0.9},
+                                                {"episode": 30, "reward": 0.1}]
+    assert summary["validation"]["selected_episode"] == 20
+    kept = load_learner_state(validated)["validation"]["best"]["agent"]
+    for name, tensor in load_learner_state(plain)["learner"]["agent"].items():
+        assert torch.equal(kept[name], tensor), name
+    # "qmix" is the kept network, "qmix_last" the final one; evaluate.py loads the kept one
+    ck = load_learner_state(validated)
+    cfg, _ = load_checkpoint(validated)
+    env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="eval"))
+    eval_seed = cfg.train.seed + train_qmix.EVAL_SEED_OFFSET
+    agent = agent_from_checkpoint(ck, cfg, env.obs_builder.dim)
+    res = summary["eval"]
+    assert evaluate(env, QMIXPolicy(agent), 20, eval_seed, progress=False)[0]["reward"] == res["qmix"]["reward"]
+    assert res["qmix"] == load_results(plain)["eval"]["qmix"]
+    last = AgentQNetwork(env.obs_builder.dim, N_ACTIONS, cfg.learner.hidden_dim, cfg.learner.gnn_layers)
+    last.load_state_dict(ck["learner"]["agent"])
+    assert evaluate(env, QMIXPolicy(last), 20, eval_seed, progress=False)[0]["reward"] == res["qmix_last"]["reward"]
+    assert "qmix_last" in summary["qmix_minus"]
+    # validation tokens count toward train.token_budget, with the training episodes' (log windows of 10)
+    training_tokens = 10 * sum(point["tokens_per_task"] for point in summary["train"]["curves"])
+    assert ck["tokens_spent"] == pytest.approx(training_tokens + sum(validation_tokens), abs=1e-6)
+
+
+def test_validation_run_resumes_exactly(tmp_path):
+    """The validation history and the kept network are in the checkpoint: stopped at 20 and
+    resumed to 30, a validating run equals a straight one."""
+    val = ["--set", "train.validate_every=10", "--set", "train.validate_episodes=5", *FIXED_SCHEDULE]
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    assert train(straight, "--episodes", "30", *val) == 0
+    assert train(resumed, "--episodes", "20", *val) == 0
+    assert train_qmix.main(["--resume", str(resumed), "--episodes", "30", "--no-progress"]) == 0
+    assert_same_networks(straight, resumed)
+    a, b = load_learner_state(straight)["validation"], load_learner_state(resumed)["validation"]
+    assert a["history"] == b["history"] and [h["episode"] for h in a["history"]] == [10, 20, 30]
+    for name, tensor in a["best"]["agent"].items():
+        assert torch.equal(tensor, b["best"]["agent"][name])
+    assert load_results(resumed)["eval"] == load_results(straight)["eval"]
+    assert load_results(resumed)["validation"] == load_results(straight)["validation"]
+
+
 def test_resume_keeps_the_epsilon_schedule_of_the_run(tmp_path):
     """A new run fixes its exploration schedule (eps_anneal_episodes defaults to the run's
     length and is saved); --resume --episodes N extends the run without moving it, so the
@@ -262,6 +327,7 @@ def test_token_budget_stops_cleanly_and_counts_across_resume(tmp_path):
     ("nope.x=1", ["nope"]),
     ("train.episodes=0", ["train.episodes", "0"]),
     ("learner.dueling=maybe", ["learner.dueling", "maybe"]),
+    ("train.validate_every=-5", ["train.validate_every", "-5"]),
 ])
 def test_config_errors_before_training(tmp_path, override, words, monkeypatch):
     started = []
