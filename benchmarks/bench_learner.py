@@ -3,7 +3,9 @@
     python benchmarks/bench_learner.py [--episodes 500] [--batch 32] [--rounds 3] [--threads 1,2]
 
 Prints (1) the time of one gradient update at the given batch size (N=3, T=rounds), for each
-torch thread count in ``--threads`` (the median of 5 timed blocks of 40 updates),
+torch thread count in ``--threads`` (the median of 5 timed blocks of 40 updates), next to the
+matmul-bound floor: the update's floating-point operations (counted by torch's FlopCounterMode)
+divided by the speed of one of its own matmuls (288 x 128 by 128 x 384) on this machine,
 (2) a short training run's episodes/s and updates/s and how its time splits between the env
 (rollouts) and the learner (updates). Targets: update of batch 32 (N=3, T=3) < 12 ms; 2,000
 episodes of the default config in <= 3 minutes.
@@ -16,6 +18,7 @@ import time
 
 import numpy as np
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from learners.buffer import EpisodeReplayBuffer
 from learners.config import load_experiment
@@ -23,6 +26,18 @@ from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner
 from topo_env.actions import N_ACTIONS
 from topo_env.env import TopologyParallelEnv
+
+
+def matmul_gflops(repeats: int = 2000) -> float:
+    """Speed of a (288 x 128) @ (128 x 384) float32 matmul, the shape of a GRU gate product over
+    the 288 nodes of a batch-32, T=3, N=3 update, in GFLOP/s at the current thread count."""
+    x, w = torch.randn(288, 128), torch.randn(128, 384)
+    for _ in range(100):
+        x @ w
+    start = time.perf_counter()
+    for _ in range(repeats):
+        x @ w
+    return 2 * 288 * 128 * 384 * repeats / (time.perf_counter() - start) / 1e9
 
 
 def main() -> None:
@@ -53,7 +68,10 @@ def main() -> None:
     rng = np.random.default_rng(0)
     for k in range(200):
         buffer.add(runner.run(1.0, rng, seed=k)[0])
-    update_ms = {}
+    with FlopCounterMode(display=False) as counter:
+        learner.update(buffer.sample(args.batch, rng))
+    update_gflop = counter.get_total_flops() / 1e9
+    update_ms, floor_ms = {}, {}
     for threads in thread_counts:
         torch.set_num_threads(threads)
         for _ in range(20):  # warm-up
@@ -65,6 +83,7 @@ def main() -> None:
                 learner.update(buffer.sample(args.batch, rng))
             blocks.append((time.perf_counter() - start) / 40 * 1000)
         update_ms[threads] = float(np.median(blocks))
+        floor_ms[threads] = update_gflop / matmul_gflops() * 1000
     torch.set_num_threads(cfg.learner.torch_threads)
 
     # (2) a short training run on the config as is (rollout + 1 update per episode)
@@ -87,8 +106,10 @@ def main() -> None:
         learn_time += t2 - t1
     total = env_time + learn_time
     print(f"{'measure':<52}{'value':>12}{'target':>12}")
+    print(f"{'floating-point work of one update (GFLOP)':<52}{update_gflop:>12.3f}")
     for threads, ms in update_ms.items():
         print(f"{'update, batch %d, N=3, T=%d, %d thread(s) (ms)' % (args.batch, args.rounds, threads):<52}{ms:>12.2f}{'< 12':>12}")
+        print(f"{'  matmul-bound floor at this speed (ms)':<52}{floor_ms[threads]:>12.2f}")
     print(f"{'training episodes/s (default config)':<52}{args.episodes / total:>12.1f}{'>= 11.1':>12}")
     print(f"{'gradient updates/s':<52}{updates / learn_time:>12.1f}")
     print(f"{'time in env rollouts (incl. action selection)':<52}{env_time / total:>11.0%}")
