@@ -11,7 +11,8 @@ action's data, so the advantages only have to carry the small differences betwee
 Message passing uses torch_geometric's ``GatedGraphConv``: at each layer a node v sums
 ``W h_u`` over the agents u whose output it receives (edges u -> v, i.e. ``A[u, v] = 1``,
 the direction messages travel; the reference aggregates against it) and updates
-``h_v`` with a GRU cell. The graph an agent sees when choosing round t's action is the
+``h_v`` with a GRU cell. The edge set is every ordered pair of agents, weighted by
+``A[u, v]`` (see :func:`weighted_edges`), so shapes never depend on the graph. The graph an agent sees when choosing round t's action is the
 previous round's graph (none before round 1), as in the paper's Algorithm 1.
 
 Shapes: ``G`` graphs (episodes, or episodes x rounds), ``N`` agents, ``D`` obs features,
@@ -25,12 +26,21 @@ from torch import nn
 from torch_geometric.nn import GatedGraphConv
 
 
-def edge_index_of(adjacency: torch.Tensor) -> torch.Tensor:
-    """(G, N, N) 0/1 adjacency -> (2, E) edge index over the G*N nodes of the batch
-    (node g*N + u); row 0 is the sender u, row 1 the receiver v."""
-    g, u, v = adjacency.nonzero(as_tuple=True)
-    n = adjacency.shape[-1]
-    return torch.stack([g * n + u, g * n + v])
+def weighted_edges(adjacency: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(G, N, N) 0/1 adjacency -> (edge index (2, G*N*N), edge weight (G*N*N,)) over the G*N
+    nodes of the batch (node g*N + u): every ordered pair (u, v) of each graph, in (g, u, v)
+    order, weighted by ``A[u, v]``. Row 0 is the sender u, row 1 the receiver v.
+
+    Weighting the complete edge set instead of listing the nonzero entries gives the same sums
+    (an absent edge adds exactly 0, and present edges keep their order), and shapes that do not
+    depend on the graph: no host sync on ``nonzero`` and nothing for ``torch.compile`` to re-trace.
+    """
+    g, n = adjacency.shape[0], adjacency.shape[-1]
+    pairs = torch.arange(n * n, device=adjacency.device)
+    offsets = torch.arange(g, device=adjacency.device).repeat_interleave(n * n) * n
+    senders = offsets + (pairs // n).repeat(g)
+    receivers = offsets + (pairs % n).repeat(g)
+    return torch.stack([senders, receivers]), adjacency.reshape(-1)
 
 
 class DuelingHead(nn.Module):
@@ -71,7 +81,8 @@ class AgentQNetwork(nn.Module):
         -> (..., N, H). Leading dims are flattened into one batch of graphs."""
         lead, n = obs.shape[:-2], obs.shape[-2]
         x = torch.relu(self.encode(obs.reshape(-1, obs.shape[-1])))
-        h = self.gnn(x, edge_index_of(adjacency.reshape(-1, n, n)))
+        edge_index, edge_weight = weighted_edges(adjacency.reshape(-1, n, n).to(x.dtype))
+        h = self.gnn(x, edge_index, edge_weight)
         return h.reshape(*lead, n, self.hidden_dim)
 
     def forward(self, obs: torch.Tensor, adjacency: torch.Tensor, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -92,4 +103,5 @@ class AgentQNetwork(nn.Module):
         for step in range(t):  # recurrence over rounds (T <= a few); batched over episodes and agents
             z = self.rnn(h[:, step].reshape(b * n, -1), z)
             zs.append(z)
+        # the head on a contiguous (B*N, T, H) block, then (B, N, T, A) -> (B, T, N, A)
         return self.head(torch.stack(zs, dim=1).reshape(b, n, t, -1).transpose(1, 2))

@@ -1,4 +1,4 @@
-"""Tests for the QMIX networks: AgentQNetwork (GNN-GRU-MLP), QMixer, edge_index_of.
+"""Tests for the QMIX networks: AgentQNetwork (GNN-GRU-MLP), QMixer, weighted_edges.
 
 Message direction: an edge u -> v (A[u, v] = 1) carries u's information to v. Within one
 round with L message-passing layers, a change in u's observation can reach v's Q-values
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from learners.agent_network import AgentQNetwork, edge_index_of
+from learners.agent_network import AgentQNetwork, weighted_edges
 from learners.mixer import QMixer
 
 torch.set_num_threads(1)
@@ -338,23 +338,38 @@ def test_mixer_raising_one_agent_q_never_lowers_q_tot():
 # -- edge index --------------------------------------------------------------------------------------
 
 
-def test_edge_index_of_a_batch_of_graphs():
+def test_weighted_edges_of_a_batch_of_graphs():
+    """Every ordered pair of each graph, in (g, u, v) order, weighted by A[u, v]: the weighted
+    edges are exactly the adjacency's nonzero entries, and no edge leaves its graph."""
     rng = np.random.default_rng(0)
     g, n = 4, 5
     a = (rng.random((g, n, n)) < 0.35).astype(np.float32)
     a[2] = 0.0  # one empty graph
-    ei = edge_index_of(torch.as_tensor(a))
-    assert ei.shape[0] == 2 and ei.dtype == torch.long
-    got = sorted(zip(ei[0].tolist(), ei[1].tolist()))
-    want = sorted((gi * n + u, gi * n + v) for gi, u, v in zip(*np.nonzero(a)))
-    assert got == want
-    assert len(got) == int(a.sum())
+    ei, w = weighted_edges(torch.as_tensor(a))
+    assert ei.shape == (2, g * n * n) and ei.dtype == torch.long and w.shape == (g * n * n,)
+    assert [(int(s), int(d)) for s, d in ei.T] == [(gi * n + u, gi * n + v) for gi in range(g) for u in range(n)
+                                                   for v in range(n)]
+    got = sorted((int(s), int(d)) for s, d in ei[:, w != 0].T)
+    assert got == sorted((gi * n + u, gi * n + v) for gi, u, v in zip(*np.nonzero(a)))
     assert not any(2 * n <= s < 3 * n or 2 * n <= d < 3 * n for s, d in got)
+    assert torch.equal(ei[0] // n, ei[1] // n)
 
 
-def test_edge_index_of_direction_is_sender_then_receiver():
+def test_weighted_edges_direction_is_sender_then_receiver():
     a = torch.zeros(2, 3, 3)
     a[0, 0, 2] = 1.0  # graph 0: 0 -> 2
     a[1, 1, 0] = 1.0  # graph 1: 1 -> 0
-    ei = edge_index_of(a)
-    assert sorted(zip(ei[0].tolist(), ei[1].tolist())) == [(0, 2), (4, 3)]
+    ei, w = weighted_edges(a)
+    assert sorted(zip(ei[0, w == 1].tolist(), ei[1, w == 1].tolist())) == [(0, 2), (4, 3)]
+
+
+def test_weighted_edges_give_the_sums_of_the_listed_edges():
+    """The GNN over the weighted complete edge set equals, bitwise, the GNN over the list of
+    present edges (absent edges add exactly zero; present ones keep their order)."""
+    torch.manual_seed(0)
+    net = AgentQNetwork(OBS_DIM, N_ACTIONS, HIDDEN, 2)
+    a = (torch.rand(6, 4, 4) < 0.5).float()
+    x = torch.relu(net.encode(torch.randn(6 * 4, OBS_DIM)))
+    gi, u, v = a.nonzero(as_tuple=True)
+    listed = net.gnn(x, torch.stack([gi * 4 + u, gi * 4 + v]))
+    assert torch.equal(net.gnn(x, *weighted_edges(a)), listed)

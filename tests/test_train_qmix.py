@@ -327,6 +327,7 @@ def test_token_budget_stops_cleanly_and_counts_across_resume(tmp_path):
     ("nope.x=1", ["nope"]),
     ("train.episodes=0", ["train.episodes", "0"]),
     ("learner.dueling=maybe", ["learner.dueling", "maybe"]),
+    ("learner.compile=fast", ["learner.compile", "fast"]),
     ("train.validate_every=-5", ["train.validate_every", "-5"]),
 ])
 def test_config_errors_before_training(tmp_path, override, words, monkeypatch):
