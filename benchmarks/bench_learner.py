@@ -1,12 +1,14 @@
 """Training throughput of QMIX on the default config.
 
     python benchmarks/bench_learner.py [--episodes 500] [--batch 32] [--rounds 3] [--threads 1,2] [--compile]
+                                        [--device cpu|cuda]
 
 Prints (1) the time of one gradient update at the given batch size (N=3, T=rounds), for each
 torch thread count in ``--threads`` (the median of 7 timed blocks of 40 updates), next to the
 matmul-bound floor: the update's floating-point operations (counted by torch's FlopCounterMode)
 divided by the speed of one of its own matmuls (288 x 128 by 128 x 384) on this machine; with
-``--compile`` also the update with ``learner.compile: true`` and the time its first call takes,
+``--compile`` also the update with ``learner.compile: true`` (its timed blocks alternating with
+the eager update's) and the time its first call takes,
 (2) a short training run's episodes/s and updates/s and how its time splits between the env
 (rollouts) and the learner (updates). Targets: update of batch 32 (N=3, T=3) < 12 ms; 2,000
 episodes of the default config in <= 3 minutes.

@@ -12,8 +12,9 @@ Message passing uses torch_geometric's ``GatedGraphConv``: at each layer a node 
 ``W h_u`` over the agents u whose output it receives (edges u -> v, i.e. ``A[u, v] = 1``,
 the direction messages travel; the reference aggregates against it) and updates
 ``h_v`` with a GRU cell. The edge set is every ordered pair of agents, weighted by
-``A[u, v]`` (see :func:`weighted_edges`), so shapes never depend on the graph. The graph an agent sees when choosing round t's action is the
-previous round's graph (none before round 1), as in the paper's Algorithm 1.
+``A[u, v]`` (see :func:`weighted_edges`), so shapes never depend on the graph. The graph an
+agent sees when choosing round t's action is the previous round's graph (none before round 1),
+as in the paper's Algorithm 1.
 
 Shapes: ``G`` graphs (episodes, or episodes x rounds), ``N`` agents, ``D`` obs features,
 ``H`` hidden units, ``A`` actions. Weights are shared by all agents; an agent's identity
@@ -103,5 +104,4 @@ class AgentQNetwork(nn.Module):
         for step in range(t):  # recurrence over rounds (T <= a few); batched over episodes and agents
             z = self.rnn(h[:, step].reshape(b * n, -1), z)
             zs.append(z)
-        # the head on a contiguous (B*N, T, H) block, then (B, N, T, A) -> (B, T, N, A)
         return self.head(torch.stack(zs, dim=1).reshape(b, n, t, -1).transpose(1, 2))
