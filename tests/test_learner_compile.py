@@ -6,6 +6,7 @@ import numpy as np
 import torch
 import torch._dynamo
 import torch._inductor.config
+from torch._dynamo.utils import counters
 
 from learners.config import LearnerConfig
 from learners.learner import QMIXLearner
@@ -46,6 +47,7 @@ def test_compiled_updates_follow_eager_updates_through_target_syncs():
     rng = np.random.default_rng(0)
     batches = [random_batch(rng) for _ in range(5)]  # 5 updates: target syncs after updates 2 and 4
     torch._dynamo.reset()
+    counters.clear()
     # error_on_recompile: batches with other graphs must not re-trace. fx_graph_cache off: with
     # test_interop's libraries loaded under pytest, the cache's key pickling reaches supersuit's
     # module __getattr__, which raises ImportError where pickle expects AttributeError
@@ -55,6 +57,7 @@ def test_compiled_updates_follow_eager_updates_through_target_syncs():
             for key in ("loss", "q_tot", "target", "q_taken"):
                 assert abs(got[key] - want[key]) <= 1e-4 * (1 + abs(want[key])), key
     assert compiled.updates == eager.updates == 5
+    assert counters["stats"]["unique_graphs"] >= 1  # the compiled learner really ran a traced graph
     for net in ("agent", "mixer", "target_agent", "target_mixer"):
         for (name, p), q in zip(getattr(compiled, net).named_parameters(), getattr(eager, net).parameters()):
             torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=f"{net}.{name}")
