@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     bar = tqdm(range(start, cfg.train.episodes), initial=start, total=cfg.train.episodes, desc="train",
                disable=args.no_progress, file=sys.stderr)
     if cfg.learner.compile:
-        print("learner.compile: the first update compiles it (30-60 s on 2 cores; inductor caches the result "
+        print("learner.compile: the first update compiles it (about 30 s on 2 cores; inductor caches the result "
               "for later runs)", file=sys.stderr)
     started = time.perf_counter()
     stop = GracefulStop()  # Ctrl-C finishes the current episode, checkpoints, and exits

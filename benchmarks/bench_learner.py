@@ -76,7 +76,7 @@ def main() -> None:
                              "the training run uses learner.torch_threads")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the networks run")
     parser.add_argument("--compile", action="store_true",
-                        help="also time the update with learner.compile: true (torch.compile; 30-60 s to compile)")
+                        help="also time the update with learner.compile: true (torch.compile; about 30 s to compile)")
     args = parser.parse_args()
     cfg = load_experiment(args.config)
     try:
