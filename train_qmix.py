@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             record, stats = runner.run(epsilon, episode_rng(seed, 1, episode), seed=seed * 100_003 + episode,
                                        team_explore=cfg.learner.team_explore)
             buffer.add(record)
-            if len(buffer) >= warmup:
+            if len(buffer) >= warmup and episode % cfg.learner.episodes_per_update == 0:
                 sample_rng = episode_rng(seed, 2, episode)
                 for _ in range(cfg.learner.updates_per_episode):
                     losses.append(learner.update(buffer.sample(cfg.learner.batch_size, sample_rng)))

@@ -29,7 +29,12 @@ class LearnerConfig:
         double_q: bootstrap with the online net's masked argmax.
         dueling: the agent network's MLP ends in value + advantage streams (see
             ``learners.agent_network``). td_lambda: 0 = one-step TD.
-        updates_per_episode: gradient updates after each collected episode.
+        updates_per_episode: gradient updates each time the learner updates (after every
+            episode, or every ``episodes_per_update``-th).
+        episodes_per_update: updates follow every k-th collected episode only (episodes 0, k,
+            2k, ... once the buffer holds the warm-up), so that each gradient step sees more
+            fresh episodes; with a k times larger ``batch_size`` and ``buffer_size`` the replay
+            ratio stays the same and the gradient noise falls (README, "Training QMIX").
         lr_end: if set, the learning rate falls linearly from ``lr`` to ``lr_end`` over
             ``lr_anneal_episodes`` (None: the whole run), so that Q-values settle instead of
             tracking the reward noise; None keeps ``lr`` constant (the paper's setting).
@@ -63,6 +68,7 @@ class LearnerConfig:
     dueling: bool = False
     td_lambda: float = 0.0
     updates_per_episode: int = 1
+    episodes_per_update: int = 1
     lr_end: float | None = None
     lr_anneal_episodes: int | None = None
     eps_start: float = 1.0
@@ -75,7 +81,7 @@ class LearnerConfig:
 
     def __post_init__(self) -> None:
         for key in ("hidden_dim", "gnn_layers", "mixer_embed_dim", "hypernet_dim", "batch_size", "buffer_size",
-                    "target_update_interval", "updates_per_episode", "torch_threads"):
+                    "target_update_interval", "updates_per_episode", "episodes_per_update", "torch_threads"):
             _check_int(self, key, 1)
         _check_float(self, "lr", lo=0.0, lo_open=True)
         _check_float(self, "gamma", lo=0.0, hi=1.0)

@@ -374,6 +374,18 @@ def test_optimizer_follows_the_learning_rate_schedule(tmp_path):
     assert [g["lr"] for g in groups] == pytest.approx([1e-3 * (1 - 19 / 20)] * len(groups))  # set at episode 19
 
 
+def test_episodes_per_update_updates_after_every_kth_episode(tmp_path):
+    """Updates follow episodes 0, k, 2k, ... once the buffer holds the warm-up (8 episodes:
+    from episode 7 on), updates_per_episode at a time; k = 0 is a named config error."""
+    out = tmp_path / "every3"
+    assert train(out, "--episodes", "40", "--set", "learner.episodes_per_update=3",
+                 "--set", "learner.updates_per_episode=2", "--no-pictures") == 0
+    expected = 2 * sum(1 for e in range(7, 40) if e % 3 == 0)  # episodes 9, 12, ..., 39: 11 rounds
+    assert load_results(out)["train"]["updates"] == load_learner_state(out)["learner"]["updates"] == expected == 22
+    with pytest.raises(ConfigError, match="learner.episodes_per_update=0"):
+        load_experiment(None, ["learner.episodes_per_update=0"])
+
+
 def test_epsilon_schedule_is_linear_over_the_run():
     cfg = load_experiment(None, ["train.episodes=200"])
     assert (cfg.learner.eps_start, cfg.learner.eps_end) == (1.0, 0.05)
