@@ -43,6 +43,9 @@ class LearnerConfig:
         team_explore: share of the exploration made by the whole team at once (one shared
             random action for every agent in a round; see ``learners.runner.select_actions``);
             0 is the paper's independent epsilon-greedy.
+        deviation_explore: share of the exploration made by one agent alone while its teammates
+            play greedy (a single-agent deviation from the greedy team; same function).
+            ``team_explore + deviation_explore`` is at most 1; the rest is independent.
         device: "auto" (CUDA when present), "cpu" or "cuda".
         torch_threads: CPU threads for torch (1 is fastest for these small networks).
         compile: ``torch.compile`` the update's loss (forward, targets; backward through
@@ -75,6 +78,7 @@ class LearnerConfig:
     eps_end: float = 0.05
     eps_anneal_episodes: int | None = None
     team_explore: float = 0.0
+    deviation_explore: float = 0.0
     device: str = "auto"
     torch_threads: int = 1
     compile: bool = False
@@ -91,6 +95,10 @@ class LearnerConfig:
         _check_float(self, "eps_start", lo=0.0, hi=1.0)
         _check_float(self, "eps_end", lo=0.0, hi=1.0)
         _check_float(self, "team_explore", lo=0.0, hi=1.0)
+        _check_float(self, "deviation_explore", lo=0.0, hi=1.0)
+        if self.team_explore + self.deviation_explore > 1.0 + 1e-9:
+            raise ConfigError(f"learner.team_explore={self.team_explore!r} + learner.deviation_explore="
+                              f"{self.deviation_explore!r}: the two shares of exploration must sum to at most 1")
         if self.eps_anneal_episodes is not None:
             _check_int(self, "eps_anneal_episodes", 1)
         if self.lr_end is not None:

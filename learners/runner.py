@@ -13,37 +13,49 @@ from topo_env.env import TopologyParallelEnv
 
 
 def select_actions(q: np.ndarray, mask: np.ndarray, epsilon: float, rng: np.random.Generator,
-                   team_explore: float = 0.0) -> np.ndarray:
+                   team_explore: float = 0.0, deviation_explore: float = 0.0) -> np.ndarray:
     """Epsilon-greedy over valid actions only: q (N, A), mask (N, A) bool -> (N,) int.
 
     Each agent explores with probability epsilon (uniform over its valid actions), else takes
     its best valid action. Two draws per agent from ``rng`` whatever the outcome, so the
     random stream does not depend on the Q-values.
 
-    ``team_explore`` (0..1) is the share of the exploration made by the whole team at once:
-    with probability ``epsilon * team_explore`` every agent takes one shared action drawn
-    uniformly from the actions valid for all of them; otherwise each agent explores alone with
-    probability ``epsilon * (1 - team_explore)``. Independent exploration almost never plays a
-    coordinated joint action (1 in 6^(N-1)), so the Q-value of an action is learned against
-    teammates acting at random; team rounds show what it is worth when the others join in.
-    With ``team_explore > 0`` two more draws per round are made.
+    ``team_explore`` and ``deviation_explore`` (each 0..1, sum <= 1) split the exploration by
+    rounds. With probability ``epsilon * team_explore`` the whole team explores at once: every
+    agent takes one shared action drawn uniformly from the actions valid for all of them. With
+    probability ``epsilon * deviation_explore`` one agent, drawn uniformly, deviates alone: it
+    takes a valid action other than its greedy one (drawn uniformly) while its teammates play
+    greedy. Otherwise each agent explores alone with probability ``epsilon * (1 - team_explore
+    - deviation_explore)``. Independent exploration almost never plays a coordinated joint
+    action (1 in 6^(N-1)), so the Q-value of an action is learned against teammates acting at
+    random; team rounds show what it is worth when the others join in, and deviation rounds
+    what one agent's own action is worth next to the greedy team (a local search around it,
+    which reaches joint actions where agents differ). With either share > 0 two more draws per
+    round are made.
     """
     n = q.shape[0]
     greedy = np.where(mask, q, -np.inf).argmax(axis=1)
-    if team_explore > 0.0:
-        team_round = rng.random() < epsilon * team_explore
-        team_pick = rng.random()
-        epsilon = epsilon * (1.0 - team_explore)
-    else:
-        team_round = False
+    team_round = deviation_round = False
+    if team_explore > 0.0 or deviation_explore > 0.0:
+        round_draw = rng.random()
+        round_pick = rng.random()
+        team_round = round_draw < epsilon * team_explore
+        deviation_round = not team_round and round_draw < epsilon * (team_explore + deviation_explore)
+        epsilon = epsilon * (1.0 - team_explore - deviation_explore)
     explore = rng.random(n) < epsilon
     picks = rng.random(n)
     if team_round:
         shared = np.flatnonzero(mask.all(axis=0))
         if len(shared):
-            return np.full(n, shared[min(int(team_pick * len(shared)), len(shared) - 1)], dtype=greedy.dtype)
+            return np.full(n, shared[min(int(round_pick * len(shared)), len(shared) - 1)], dtype=greedy.dtype)
         explore[:] = True  # no action valid for all: everyone explores alone this round
     actions = greedy.copy()
+    if deviation_round:
+        i = min(int(round_pick * n), n - 1)
+        others = np.flatnonzero(mask[i] & (np.arange(mask.shape[1]) != greedy[i]))
+        if len(others):
+            actions[i] = others[min(int(picks[i] * len(others)), len(others) - 1)]
+        return actions
     for i in np.flatnonzero(explore):
         valid = np.flatnonzero(mask[i])
         actions[i] = valid[min(int(picks[i] * len(valid)), len(valid) - 1)]
@@ -72,8 +84,10 @@ class EpisodeRunner:
         self.names = list(env.possible_agents)
 
     def run(self, epsilon: float, rng: np.random.Generator, seed: int | None = None,
-            options: dict | None = None, team_explore: float = 0.0) -> tuple[EpisodeRecord, EpisodeStats]:
-        """One episode; ``epsilon`` and ``team_explore`` as in :func:`select_actions` (0: greedy)."""
+            options: dict | None = None, team_explore: float = 0.0,
+            deviation_explore: float = 0.0) -> tuple[EpisodeRecord, EpisodeStats]:
+        """One episode; ``epsilon``, ``team_explore`` and ``deviation_explore`` as in
+        :func:`select_actions` (epsilon 0: greedy)."""
         env, n, t_len = self.env, len(self.names), self.env.rounds
         self.agent.eval()  # greedy or not, rollouts never use training-mode layers
         obs_dict, _ = env.reset(seed=seed, options=options)
@@ -90,7 +104,7 @@ class EpisodeRunner:
                 q, hidden = self.agent(torch.as_tensor(obs, device=self.device)[None],
                                        torch.as_tensor(adjacency, device=self.device)[None], hidden)
             q = q[0].cpu().numpy()
-            actions = select_actions(q, mask, epsilon, rng, team_explore)
+            actions = select_actions(q, mask, epsilon, rng, team_explore, deviation_explore)
             obs_dict, rewards, terms, _, infos = env.step({a: int(actions[i]) for i, a in enumerate(self.names)})
             rec["obs"].append(obs)
             rec["adjacency"].append(adjacency)

@@ -528,3 +528,39 @@ def test_team_exploration_share_of_rounds_and_greedy_otherwise():
     assert abs(shared.mean() - 0.4 * 0.5 * 5 / 6) < 0.02  # team rounds that left the greedy action
     assert 0.2 < solo_rate < 0.35
     assert np.array_equal(select_actions(q, mask, 0.0, rng, team_explore=1.0), np.full(3, A - 1))
+
+
+def test_deviation_exploration_moves_one_agent_off_its_greedy_action():
+    rng = np.random.default_rng(2)
+    q = np.tile(np.arange(A, dtype=float), (3, 1))
+    q[1] = q[1, ::-1]  # greedy: A-1, 0, A-1
+    greedy = np.array([A - 1, 0, A - 1])
+    mask = np.ones((3, A), bool)
+    mask[2, 3] = False
+    picks = np.stack([select_actions(q, mask, 1.0, rng, deviation_explore=1.0) for _ in range(3000)])
+    moved = picks != greedy
+    assert (moved.sum(axis=1) == 1).all()  # every round: exactly one agent off its greedy action
+    counts = moved.sum(axis=0)
+    assert (np.abs(counts / len(picks) - 1 / 3) < 0.04).all()  # the deviating agent is drawn uniformly
+    for i in range(3):  # every valid non-greedy action, never a masked one
+        assert set(np.unique(picks[moved[:, i], i])) == set(np.flatnonzero(mask[i])) - {greedy[i]}
+    # an agent with a single valid action cannot deviate: the round stays greedy
+    only = np.zeros((3, A), bool)
+    only[np.arange(3), greedy] = True
+    assert np.array_equal(select_actions(q, only, 1.0, rng, deviation_explore=1.0), greedy)
+
+
+def test_exploration_shares_split_rounds_between_team_deviation_and_independent():
+    rng = np.random.default_rng(3)
+    q = np.tile(np.arange(A, dtype=float), (3, 1))  # greedy: action A-1 for everyone
+    mask = np.ones((3, A), bool)
+    picks = np.stack([select_actions(q, mask, 0.6, rng, team_explore=0.25, deviation_explore=0.5)
+                      for _ in range(8000)])
+    moved = (picks != A - 1).sum(axis=1)
+    shared = (picks == picks[:, :1]).all(axis=1) & (picks[:, 0] != A - 1)
+    assert abs(shared.mean() - 0.6 * 0.25 * 5 / 6) < 0.015
+    # one agent off greedy: every deviation round, plus independent rounds where one agent explored visibly
+    p_alone = 0.6 * 0.25 * 5 / 6
+    independent_single = 3 * p_alone * (1 - p_alone) ** 2
+    expected_single = 0.6 * 0.5 + (1 - 0.6 * 0.75) * independent_single
+    assert abs((moved == 1).mean() - expected_single) < 0.02

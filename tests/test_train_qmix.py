@@ -386,6 +386,26 @@ def test_episodes_per_update_updates_after_every_kth_episode(tmp_path):
         load_experiment(None, ["learner.episodes_per_update=0"])
 
 
+def test_exploration_shares_reach_the_training_rollouts(tmp_path, monkeypatch):
+    """learner.team_explore and learner.deviation_explore are what training's rollouts explore
+    with (greedy evaluation: epsilon 0); shares that sum past 1 are a config error naming both."""
+    import learners.runner as runner_module
+    seen = []
+    real = runner_module.select_actions
+
+    def spy(q, mask, epsilon, rng, team_explore=0.0, deviation_explore=0.0):
+        seen.append((epsilon > 0, team_explore, deviation_explore))
+        return real(q, mask, epsilon, rng, team_explore, deviation_explore)
+
+    monkeypatch.setattr(runner_module, "select_actions", spy)
+    assert train(tmp_path / "dev", "--episodes", "10", "--set", "learner.team_explore=0.25",
+                 "--set", "learner.deviation_explore=0.5", "--no-pictures") == 0
+    training = [s for s in seen if s[0]]
+    assert len(training) == 10 * 2 and set(training) == {(True, 0.25, 0.5)}  # every round of the 10 episodes
+    with pytest.raises(ConfigError, match=r"learner.team_explore=0.75 \+ learner.deviation_explore=0.5"):
+        load_experiment(None, ["learner.team_explore=0.75", "learner.deviation_explore=0.5"])
+
+
 def test_epsilon_schedule_is_linear_over_the_run():
     cfg = load_experiment(None, ["train.episodes=200"])
     assert (cfg.learner.eps_start, cfg.learner.eps_end) == (1.0, 0.05)
