@@ -38,6 +38,7 @@ from learners.evaluation import (EVAL_SEED_OFFSET, VALIDATION_SEED_OFFSET, QMIXP
 from learners.evaluation import config_overrides as _flatten  # a saved config as --set overrides (--resume)
 from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner, EpisodeStats
+from learners.schedules import epsilon_at, lr_at
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
 from topo_env.baselines import BASELINES, FIXED_BASELINES, SequencePolicy, format_table, make_baseline
 from topo_env.config import ConfigError
@@ -66,22 +67,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def setting_name(cfg: ExperimentConfig) -> str:
     """The simulated profile, or the domain of a real LLM team."""
     return cfg.env.profile if cfg.env.backend == "sim" else f"llm-{cfg.env.domain}"
-
-
-def epsilon_at(episode: int, cfg: ExperimentConfig) -> float:
-    """Linear from eps_start to eps_end over eps_anneal_episodes (default: the whole run)."""
-    span = cfg.learner.eps_anneal_episodes or cfg.train.episodes
-    frac = min(episode / max(span, 1), 1.0)
-    return cfg.learner.eps_start + frac * (cfg.learner.eps_end - cfg.learner.eps_start)
-
-
-def lr_at(episode: int, cfg: ExperimentConfig) -> float:
-    """learner.lr, or linear from lr to lr_end over lr_anneal_episodes when lr_end is set."""
-    if cfg.learner.lr_end is None:
-        return cfg.learner.lr
-    span = cfg.learner.lr_anneal_episodes or cfg.train.episodes
-    frac = min(episode / max(span, 1), 1.0)
-    return cfg.learner.lr + frac * (cfg.learner.lr_end - cfg.learner.lr)
 
 
 def episode_rng(seed: int, stream: int, episode: int) -> np.random.Generator:

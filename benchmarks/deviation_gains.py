@@ -1,0 +1,88 @@
+"""What does one agent's change of action gain over a fixed sequence, and can a learner see it?
+
+Every single-agent deviation from a base open-loop sequence (one agent, one round, one other
+action: T x N x 5 of them) is scored on the simulated team with common random numbers, so the
+paired standard error of each gain is small. A learner sees no such pairing: each episode's
+reward is one draw with the spread ``reward_std`` of the base sequence, so to tell a gain g from
+zero at two standard errors it needs about ``(2 * reward_std / g)^2`` episodes of that deviation
+(``episodes_needed``). With ``--config`` the script also prints how many deviation rounds of
+each (round, agent, action) that training config's exploration plays in expectation:
+``sum over episodes of epsilon * learner.deviation_explore / (N * 5)``.
+
+Usage: ``python benchmarks/deviation_gains.py --profile mmlu_pro --adversarial 0 [--base solo]
+[--samples 100000] [--top 10] [--config configs/qmix_long.yaml --set learner.deviation_explore=0.5]``.
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from learners.config import load_experiment
+from learners.schedules import epsilon_at
+from topo_env.actions import ACTION_NAMES, N_ACTIONS
+from topo_env.baselines import FIXED_BASELINES, format_table, open_loop_actions
+from topo_env.oracle import draw_samples
+from topo_env.sim.batch import BatchSimulator
+from topo_env.sim.profiles import PROFILES, get_profile
+
+
+def deviation_gains(profile: str, base: str = "solo", rounds: int = 2, n_agents: int = 3, samples: int = 100_000,
+                    seed: int = 0, adversarial: tuple[int, ...] = ()) -> tuple[float, float, list[dict]]:
+    """(base mean reward, base per-episode reward std, one row per deviation sorted by gain):
+    each row has ``round``, ``agent``, ``action``, ``gain`` (mean reward minus the base's, same
+    episodes), ``paired_se`` and ``episodes_needed`` (unpaired, two standard errors)."""
+    sim = BatchSimulator(get_profile(profile), n_agents, rounds, adversarial_agents=adversarial)
+    tasks, noise = draw_samples(sim, samples, seed, "eval")
+    base_actions = open_loop_actions(base, n_agents, rounds, sim.roles)
+    base_reward = sim.run(base_actions, tasks, noise).reward
+    spread = float(base_reward.std())
+    rows = []
+    for t in range(rounds):
+        for i in range(n_agents):
+            for a in range(N_ACTIONS):
+                if a == base_actions[t, i]:
+                    continue
+                actions = base_actions.copy()
+                actions[t, i] = a
+                diff = sim.run(actions, tasks, noise).reward - base_reward
+                gain = float(diff.mean())
+                rows.append({"round": t + 1, "agent": i, "action": ACTION_NAMES[a], "gain": gain,
+                             "paired_se": float(diff.std() / np.sqrt(samples)),
+                             "episodes_needed": int(round((2 * spread / gain) ** 2)) if gain > 0 else "-"})
+    rows.sort(key=lambda r: -r["gain"])
+    return float(base_reward.mean()), spread, rows
+
+
+def expected_deviation_rounds(config: str | None, overrides: list[str], n_agents: int = 3) -> float:
+    """Expected deviation rounds of one (round, agent, action) over a training run of ``config``."""
+    cfg = load_experiment(config, overrides)
+    epsilon_sum = sum(epsilon_at(k, cfg) for k in range(cfg.train.episodes))
+    return epsilon_sum * cfg.learner.deviation_explore / (n_agents * (N_ACTIONS - 1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", default="mmlu_pro", choices=sorted(PROFILES))
+    parser.add_argument("--base", default="solo", choices=FIXED_BASELINES, help="the fixed sequence deviated from")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--samples", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--adversarial", type=int, nargs="*", default=[])
+    parser.add_argument("--top", type=int, default=10, help="rows to print (best gains first)")
+    parser.add_argument("--config", default=None, help="a training config whose deviation rounds to count")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="overrides for --config")
+    args = parser.parse_args()
+    mean, spread, rows = deviation_gains(args.profile, args.base, args.rounds, samples=args.samples, seed=args.seed,
+                                         adversarial=tuple(args.adversarial))
+    print(f"{args.profile}, adversaries {args.adversarial or 'none'}: base '{args.base}' reward {mean:.4f}, "
+          f"per-episode std {spread:.3f} ({args.samples} episodes, common random numbers)")
+    print(format_table(rows[:args.top], ["round", "agent", "action", "gain", "paired_se", "episodes_needed"]))
+    if args.config is not None or args.set:
+        rounds = expected_deviation_rounds(args.config, args.set)
+        print(f"deviation rounds of one (round, agent, action) in training ({args.config or 'defaults'} "
+              f"{' '.join(args.set)}): {rounds:.0f}")
+
+
+if __name__ == "__main__":
+    main()

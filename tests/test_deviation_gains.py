@@ -1,0 +1,51 @@
+"""benchmarks/deviation_gains.py: the gains it reports are the simulator's, on common episodes."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from topo_env.actions import CommAction
+from topo_env.oracle import draw_samples
+from topo_env.sim.batch import BatchSimulator
+from topo_env.sim.profiles import get_profile
+
+_path = Path(__file__).resolve().parents[1] / "benchmarks" / "deviation_gains.py"
+_spec = importlib.util.spec_from_file_location("deviation_gains", _path)
+deviation_gains = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(deviation_gains)
+
+
+def test_every_single_agent_deviation_is_scored_against_the_base_on_the_same_episodes():
+    mean, spread, rows = deviation_gains.deviation_gains("mmlu_pro", "solo", samples=3000, seed=5, adversarial=(0,))
+    assert len(rows) == 2 * 3 * 5  # rounds x agents x other actions
+    assert {(r["round"], r["agent"]) for r in rows} == {(t, i) for t in (1, 2) for i in range(3)}
+    assert "solo_process" not in {r["action"] for r in rows}
+    gains = [r["gain"] for r in rows]
+    assert gains == sorted(gains, reverse=True)
+    # one row recomputed by hand: agent 1 execute_verify in round 2, against all solo, same samples
+    sim = BatchSimulator(get_profile("mmlu_pro"), 3, 2, adversarial_agents=(0,))
+    tasks, noise = draw_samples(sim, 3000, 5, "eval")
+    base = sim.run(np.zeros((2, 3), np.int64), tasks, noise).reward
+    dev = np.zeros((2, 3), np.int64)
+    dev[1, 1] = CommAction.EXECUTE_VERIFY
+    diff = sim.run(dev, tasks, noise).reward - base
+    row = next(r for r in rows if (r["round"], r["agent"], r["action"]) == (2, 1, "execute_verify"))
+    assert row["gain"] == pytest.approx(diff.mean())
+    assert row["paired_se"] == pytest.approx(diff.std() / np.sqrt(3000))
+    assert (mean, spread) == (pytest.approx(base.mean()), pytest.approx(base.std()))
+    for r in rows:
+        if r["gain"] > 0:
+            assert r["episodes_needed"] == round((2 * spread / r["gain"]) ** 2)
+        else:
+            assert r["episodes_needed"] == "-"
+
+
+def test_expected_deviation_rounds_follow_the_epsilon_schedule():
+    # epsilon 1 -> 0.05 over 100 episodes, then 0.05: each round deviates with epsilon * share, 1 in 3 x 5 of them this one
+    over = ["train.episodes=200", "learner.eps_anneal_episodes=100", "learner.deviation_explore=0.5"]
+    epsilon_sum = 100 * (1.0 + 0.05) / 2 + (1.0 - 0.05) / 2 + 100 * 0.05  # episodes 0..99 annealing, then the floor
+    assert deviation_gains.expected_deviation_rounds(None, over) == pytest.approx(epsilon_sum * 0.5 / 15)
+    assert deviation_gains.expected_deviation_rounds(None, ["train.episodes=200"]) == 0.0
