@@ -12,6 +12,11 @@ from learners.buffer import EpisodeRecord
 from topo_env.env import TopologyParallelEnv
 
 
+def pick_uniform(values: np.ndarray, u: float):
+    """The element of ``values`` that a uniform draw ``u`` in [0, 1) falls on."""
+    return values[min(int(u * len(values)), len(values) - 1)]
+
+
 def select_actions(q: np.ndarray, mask: np.ndarray, epsilon: float, rng: np.random.Generator,
                    team_explore: float = 0.0, deviation_explore: float = 0.0) -> np.ndarray:
     """Epsilon-greedy over valid actions only: q (N, A), mask (N, A) bool -> (N,) int.
@@ -47,18 +52,18 @@ def select_actions(q: np.ndarray, mask: np.ndarray, epsilon: float, rng: np.rand
     if team_round:
         shared = np.flatnonzero(mask.all(axis=0))
         if len(shared):
-            return np.full(n, shared[min(int(round_pick * len(shared)), len(shared) - 1)], dtype=greedy.dtype)
+            return np.full(n, pick_uniform(shared, round_pick), dtype=greedy.dtype)
         explore[:] = True  # no action valid for all: everyone explores alone this round
     actions = greedy.copy()
     if deviation_round:
-        i = min(int(round_pick * n), n - 1)
+        i = pick_uniform(np.arange(n), round_pick)
         others = np.flatnonzero(mask[i] & (np.arange(mask.shape[1]) != greedy[i]))
         if len(others):
-            actions[i] = others[min(int(picks[i] * len(others)), len(others) - 1)]
+            actions[i] = pick_uniform(others, picks[i])
         return actions
     for i in np.flatnonzero(explore):
         valid = np.flatnonzero(mask[i])
-        actions[i] = valid[min(int(picks[i] * len(valid)), len(valid) - 1)]
+        actions[i] = pick_uniform(valid, picks[i])
     return actions
 
 
