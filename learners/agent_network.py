@@ -8,13 +8,13 @@ by all actions and advantages A_i(z, a), Q = V + A - mean_a A. The value stream 
 the task is worth (difficulty moves the reward far more than any action does) from every
 action's data, so the advantages only have to carry the small differences between actions.
 
-Message passing uses torch_geometric's ``GatedGraphConv``: at each layer a node v sums
+Message passing is torch_geometric's ``GatedGraphConv`` (its parameters, initialisation and
+GRU update) run on dense graphs, the way torch_geometric's own ``Dense*Conv`` layers run on
+batches of small graphs (see :class:`DenseGatedGraphConv`): at each layer a node v sums
 ``W h_u`` over the agents u whose output it receives (edges u -> v, i.e. ``A[u, v] = 1``,
-the direction messages travel; the reference aggregates against it) and updates
-``h_v`` with a GRU cell. The edge set is every ordered pair of agents, weighted by
-``A[u, v]`` (see :func:`weighted_edges`), so shapes never depend on the graph. The graph an
-agent sees when choosing round t's action is the previous round's graph (none before round 1),
-as in the paper's Algorithm 1.
+the direction messages travel; the reference aggregates against it) and updates ``h_v`` with
+a GRU cell. Shapes never depend on the graph. The graph an agent sees when choosing round t's
+action is the previous round's graph (none before round 1), as in the paper's Algorithm 1.
 
 Shapes: ``G`` graphs (episodes, or episodes x rounds), ``N`` agents, ``D`` obs features,
 ``H`` hidden units, ``A`` actions. Weights are shared by all agents; an agent's identity
@@ -27,21 +27,33 @@ from torch import nn
 from torch_geometric.nn import GatedGraphConv
 
 
-def weighted_edges(adjacency: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(G, N, N) 0/1 adjacency -> (edge index (2, G*N*N), edge weight (G*N*N,)) over the G*N
-    nodes of the batch (node g*N + u): every ordered pair (u, v) of each graph, in (g, u, v)
-    order, weighted by ``A[u, v]``. Row 0 is the sender u, row 1 the receiver v.
+class DenseGatedGraphConv(GatedGraphConv):
+    """torch_geometric's ``GatedGraphConv`` (sum aggregation) on a batch of dense graphs:
+    x (G, N, H), adjacency (G, N, N) with ``A[u, v] = 1`` for an edge u -> v -> (G * N, H).
 
-    Weighting the complete edge set instead of listing the nonzero entries gives the same sums
-    (an absent edge adds exactly 0, and present edges keep their order), and shapes that do not
-    depend on the graph: no host sync on ``nonzero`` and nothing for ``torch.compile`` to re-trace.
+    Node v's message is ``sum_u A[u, v] * (W h_u)``, summed in sender order u = 0, 1, ... as
+    the parent's edge-list path sums the listed edges (a scatter-add over edges in (g, u, v)
+    order; absent edges add exactly zero), so the outputs are bitwise those of
+    ``GatedGraphConv.forward`` on ``dense_to_sparse(adjacency)``, and so are the gradients on
+    3-agent graphs without self-loops (the env's); on larger graphs the gradients' sums over
+    receivers may round differently (tested). It skips building the edge list and the gather
+    and scatter, which on teams of a few agents cost more than the sums themselves.
+    Parameters and state-dict keys are the parent's.
     """
-    g, n = adjacency.shape[0], adjacency.shape[-1]
-    pairs = torch.arange(n * n, device=adjacency.device)
-    offsets = torch.arange(g, device=adjacency.device).repeat_interleave(n * n) * n
-    senders = offsets + (pairs // n).repeat(g)
-    receivers = offsets + (pairs % n).repeat(g)
-    return torch.stack([senders, receivers]), adjacency.reshape(-1)
+
+    def forward(self, x: torch.Tensor, adjacency: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        g, n, width = x.shape
+        if width != self.out_channels:
+            raise ValueError(f"node features have {width} channels, expected {self.out_channels}")
+        senders = adjacency.to(x.dtype).unsqueeze(-1)  # (G, N_u, N_v, 1)
+        x = x.reshape(g * n, width)
+        for layer in range(self.num_layers):
+            m = torch.matmul(x, self.weight[layer]).view(g, n, width)
+            summed = senders[:, 0] * m[:, 0:1]
+            for u in range(1, n):
+                summed = summed + senders[:, u] * m[:, u:u + 1]
+            x = self.rnn(summed.reshape(g * n, width), x)
+        return x
 
 
 class DuelingHead(nn.Module):
@@ -68,7 +80,7 @@ class AgentQNetwork(nn.Module):
         super().__init__()
         self.hidden_dim = hidden_dim
         self.encode = nn.Linear(obs_dim, hidden_dim)
-        self.gnn = GatedGraphConv(hidden_dim, num_layers=gnn_layers, aggr="add")
+        self.gnn = DenseGatedGraphConv(hidden_dim, num_layers=gnn_layers, aggr="add")
         self.rnn = nn.GRUCell(hidden_dim, hidden_dim)
         self.head = DuelingHead(hidden_dim, n_actions) if dueling else nn.Sequential(
             nn.Linear(hidden_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, n_actions))
@@ -82,8 +94,7 @@ class AgentQNetwork(nn.Module):
         -> (..., N, H). Leading dims are flattened into one batch of graphs."""
         lead, n = obs.shape[:-2], obs.shape[-2]
         x = torch.relu(self.encode(obs.reshape(-1, obs.shape[-1])))
-        edge_index, edge_weight = weighted_edges(adjacency.reshape(-1, n, n).to(x.dtype))
-        h = self.gnn(x, edge_index, edge_weight)
+        h = self.gnn(x.view(-1, n, self.hidden_dim), adjacency.reshape(-1, n, n))
         return h.reshape(*lead, n, self.hidden_dim)
 
     def forward(self, obs: torch.Tensor, adjacency: torch.Tensor, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,4 +1,4 @@
-"""Tests for the QMIX networks: AgentQNetwork (GNN-GRU-MLP), QMixer, weighted_edges.
+"""Tests for the QMIX networks: AgentQNetwork (GNN-GRU-MLP), DenseGatedGraphConv, QMixer.
 
 Message direction: an edge u -> v (A[u, v] = 1) carries u's information to v. Within one
 round with L message-passing layers, a change in u's observation can reach v's Q-values
@@ -12,7 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from learners.agent_network import AgentQNetwork, weighted_edges
+from torch_geometric.nn import GatedGraphConv
+from torch_geometric.utils import dense_to_sparse
+
+from learners.agent_network import AgentQNetwork, DenseGatedGraphConv
 from learners.mixer import QMixer
 
 torch.set_num_threads(1)
@@ -335,41 +338,58 @@ def test_mixer_raising_one_agent_q_never_lowers_q_tot():
             assert (mixer(up, states) >= base - 1e-6).all()
 
 
-# -- edge index --------------------------------------------------------------------------------------
+# -- dense message passing against torch_geometric's edge list --------------------------------------
 
 
-def test_weighted_edges_of_a_batch_of_graphs():
-    """Every ordered pair of each graph, in (g, u, v) order, weighted by A[u, v]: the weighted
-    edges are exactly the adjacency's nonzero entries, and no edge leaves its graph."""
-    rng = np.random.default_rng(0)
-    g, n = 4, 5
-    a = (rng.random((g, n, n)) < 0.35).astype(np.float32)
-    a[2] = 0.0  # one empty graph
-    ei, w = weighted_edges(torch.as_tensor(a))
-    assert ei.shape == (2, g * n * n) and ei.dtype == torch.long and w.shape == (g * n * n,)
-    assert [(int(s), int(d)) for s, d in ei.T] == [(gi * n + u, gi * n + v) for gi in range(g) for u in range(n)
-                                                   for v in range(n)]
-    got = sorted((int(s), int(d)) for s, d in ei[:, w != 0].T)
-    assert got == sorted((gi * n + u, gi * n + v) for gi, u, v in zip(*np.nonzero(a)))
-    assert not any(2 * n <= s < 3 * n or 2 * n <= d < 3 * n for s, d in got)
-    assert torch.equal(ei[0] // n, ei[1] // n)
-
-
-def test_weighted_edges_direction_is_sender_then_receiver():
-    a = torch.zeros(2, 3, 3)
-    a[0, 0, 2] = 1.0  # graph 0: 0 -> 2
-    a[1, 1, 0] = 1.0  # graph 1: 1 -> 0
-    ei, w = weighted_edges(a)
-    assert sorted(zip(ei[0, w == 1].tolist(), ei[1, w == 1].tolist())) == [(0, 2), (4, 3)]
-
-
-def test_weighted_edges_give_the_sums_of_the_listed_edges():
-    """The GNN over the weighted complete edge set equals, bitwise, the GNN over the list of
-    present edges (absent edges add exactly zero; present ones keep their order)."""
+@pytest.mark.parametrize("graphs,n,p_edge,self_loops", [(96, 3, 0.5, False), (1, 3, 1.0, False),
+                                                         (16, 5, 0.7, True), (4, 8, 0.9, True)])
+def test_dense_gated_graph_conv_matches_the_edge_list_path(graphs, n, p_edge, self_loops):
+    """DenseGatedGraphConv gives exactly GatedGraphConv's outputs on the listed edges of the same
+    graphs (empty graphs, self-loops and up to 8 senders per node included). Gradients (inputs
+    and every parameter) are bitwise equal on 3-agent graphs without self-loops, the env's (a
+    node has at most two senders and two receivers, so no order of summing them can round
+    differently), and equal to float rounding otherwise."""
     torch.manual_seed(0)
-    net = AgentQNetwork(OBS_DIM, N_ACTIONS, HIDDEN, 2)
-    a = (torch.rand(6, 4, 4) < 0.5).float()
-    x = torch.relu(net.encode(torch.randn(6 * 4, OBS_DIM)))
-    gi, u, v = a.nonzero(as_tuple=True)
-    listed = net.gnn(x, torch.stack([gi * 4 + u, gi * 4 + v]))
-    assert torch.equal(net.gnn(x, *weighted_edges(a)), listed)
+    dense = DenseGatedGraphConv(HIDDEN, num_layers=2, aggr="add")
+    listed = GatedGraphConv(HIDDEN, num_layers=2, aggr="add")
+    listed.load_state_dict(dense.state_dict())
+    a = (torch.rand(graphs, n, n) < p_edge).float()
+    if not self_loops:
+        a = a * (1.0 - torch.eye(n))
+    if graphs > 1:
+        a[0] = 0.0
+    x = torch.randn(graphs, n, HIDDEN)
+    x_dense, x_listed = x.clone().requires_grad_(), x.reshape(-1, HIDDEN).clone().requires_grad_()
+    edge_index, _ = dense_to_sparse(a)  # row 0 = sender u, row 1 = receiver v, in (g, u, v) order
+    out_dense = dense(x_dense, a)
+    out_listed = GatedGraphConv.forward(listed, x_listed, edge_index)
+    assert torch.equal(out_dense, out_listed)
+    weights = torch.randn_like(out_listed)
+    (out_dense * weights).sum().backward()
+    (out_listed * weights).sum().backward()
+    grads = [(x_dense.grad.reshape(-1, HIDDEN), x_listed.grad, "x")] + [
+        (p_dense.grad, p_listed.grad, name)
+        for (name, p_dense), p_listed in zip(dense.named_parameters(), listed.parameters())]
+    for got, expected, name in grads:
+        if n == 3 and not self_loops:
+            assert torch.equal(got, expected), name
+        else:
+            torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_dense_gated_graph_conv_sends_along_edge_direction():
+    """A single edge 0 -> 2 changes node 2's output and no other node's."""
+    torch.manual_seed(0)
+    conv = DenseGatedGraphConv(HIDDEN, num_layers=1, aggr="add")
+    x = torch.randn(1, 3, HIDDEN)
+    with torch.no_grad():
+        alone = conv(x, torch.zeros(1, 3, 3))
+        linked = conv(x, adjacency(3, [(0, 2)])[None])
+    changed = (linked - alone).abs().amax(dim=-1) > CHANGE_TOL
+    assert changed.tolist() == [False, False, True]
+
+
+def test_dense_gated_graph_conv_names_a_bad_feature_width():
+    conv = DenseGatedGraphConv(HIDDEN, num_layers=1, aggr="add")
+    with pytest.raises(ValueError, match=f"{HIDDEN + 1} channels, expected {HIDDEN}"):
+        conv(torch.randn(2, 3, HIDDEN + 1), torch.zeros(2, 3, 3))
