@@ -206,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
             learner.set_lr(lr_at(episode, cfg))
             record, stats = runner.run(epsilon, episode_rng(seed, 1, episode), seed=seed * 100_003 + episode,
                                        team_explore=cfg.learner.team_explore,
-                                       deviation_explore=cfg.learner.deviation_explore)
+                                       deviation_explore=cfg.learner.deviation_explore,
+                                       deviation_rank_decay=cfg.learner.deviation_rank_decay)
             buffer.add(record)
             if len(buffer) >= warmup and episode % cfg.learner.episodes_per_update == 0:
                 sample_rng = episode_rng(seed, 2, episode)

@@ -46,6 +46,11 @@ class LearnerConfig:
         deviation_explore: share of the exploration made by one agent alone while its teammates
             play greedy (a single-agent deviation from the greedy team; same function).
             ``team_explore + deviation_explore`` is at most 1; the rest is independent.
+        deviation_rank_decay: how a deviating agent picks its action: the k-th best of its valid
+            non-greedy actions (by its own Q-values, k = 0, 1, ...) has weight
+            ``deviation_rank_decay ** k``; 1 draws them uniformly. Below 1 the deviations
+            concentrate on the actions the greedy team nearly prefers, whose small gains take
+            the most samples to tell apart.
         device: "auto" (CUDA when present), "cpu" or "cuda".
         torch_threads: CPU threads for torch (1 is fastest for these small networks).
         compile: ``torch.compile`` the update's loss (forward, targets; backward through
@@ -79,6 +84,7 @@ class LearnerConfig:
     eps_anneal_episodes: int | None = None
     team_explore: float = 0.0
     deviation_explore: float = 0.0
+    deviation_rank_decay: float = 1.0
     device: str = "auto"
     torch_threads: int = 1
     compile: bool = False
@@ -96,6 +102,7 @@ class LearnerConfig:
         _check_float(self, "eps_end", lo=0.0, hi=1.0)
         _check_float(self, "team_explore", lo=0.0, hi=1.0)
         _check_float(self, "deviation_explore", lo=0.0, hi=1.0)
+        _check_float(self, "deviation_rank_decay", lo=0.0, hi=1.0, lo_open=True)
         if self.team_explore + self.deviation_explore > 1.0 + 1e-9:
             raise ConfigError(f"learner.team_explore={self.team_explore!r} + learner.deviation_explore="
                               f"{self.deviation_explore!r}: the two shares of exploration must sum to at most 1")

@@ -17,8 +17,16 @@ def pick_uniform(values: np.ndarray, u: float):
     return values[min(int(u * len(values)), len(values) - 1)]
 
 
+def pick_weighted(values: np.ndarray, weights: np.ndarray, u: float):
+    """The element of ``values`` that a uniform draw ``u`` in [0, 1) falls on when element k
+    covers a share ``weights[k] / sum(weights)`` of [0, 1), in order."""
+    cdf = np.cumsum(weights) / weights.sum()
+    return values[min(int(np.searchsorted(cdf, u, side="right")), len(values) - 1)]
+
+
 def select_actions(q: np.ndarray, mask: np.ndarray, epsilon: float, rng: np.random.Generator,
-                   team_explore: float = 0.0, deviation_explore: float = 0.0) -> np.ndarray:
+                   team_explore: float = 0.0, deviation_explore: float = 0.0,
+                   deviation_rank_decay: float = 1.0) -> np.ndarray:
     """Epsilon-greedy over valid actions only: q (N, A), mask (N, A) bool -> (N,) int.
 
     Each agent explores with probability epsilon (uniform over its valid actions), else takes
@@ -29,8 +37,9 @@ def select_actions(q: np.ndarray, mask: np.ndarray, epsilon: float, rng: np.rand
     rounds. With probability ``epsilon * team_explore`` the whole team explores at once: every
     agent takes one shared action drawn uniformly from the actions valid for all of them. With
     probability ``epsilon * deviation_explore`` one agent, drawn uniformly, deviates alone: it
-    takes a valid action other than its greedy one (drawn uniformly) while its teammates play
-    greedy. Otherwise each agent explores alone with probability ``epsilon * (1 - team_explore
+    takes a valid action other than its greedy one while its teammates play greedy: drawn
+    uniformly, or with ``deviation_rank_decay`` < 1 with weight ``decay ** k`` for its k-th best
+    (by ``q``; ties in action order). Otherwise each agent explores alone with probability ``epsilon * (1 - team_explore
     - deviation_explore)``. Independent exploration almost never plays a coordinated joint
     action (1 in 6^(N-1)), so the Q-value of an action is learned against teammates acting at
     random; team rounds show what it is worth when the others join in, and deviation rounds
@@ -58,8 +67,11 @@ def select_actions(q: np.ndarray, mask: np.ndarray, epsilon: float, rng: np.rand
     if deviation_round:
         i = pick_uniform(np.arange(n), round_pick)
         others = np.flatnonzero(mask[i] & (np.arange(mask.shape[1]) != greedy[i]))
-        if len(others):
+        if len(others) and deviation_rank_decay == 1.0:
             actions[i] = pick_uniform(others, picks[i])
+        elif len(others):
+            ranked = others[np.argsort(-q[i, others], kind="stable")]
+            actions[i] = pick_weighted(ranked, deviation_rank_decay ** np.arange(len(ranked)), picks[i])
         return actions
     for i in np.flatnonzero(explore):
         valid = np.flatnonzero(mask[i])
@@ -89,10 +101,10 @@ class EpisodeRunner:
         self.names = list(env.possible_agents)
 
     def run(self, epsilon: float, rng: np.random.Generator, seed: int | None = None,
-            options: dict | None = None, team_explore: float = 0.0,
-            deviation_explore: float = 0.0) -> tuple[EpisodeRecord, EpisodeStats]:
-        """One episode; ``epsilon``, ``team_explore`` and ``deviation_explore`` as in
-        :func:`select_actions` (epsilon 0: greedy)."""
+            options: dict | None = None, team_explore: float = 0.0, deviation_explore: float = 0.0,
+            deviation_rank_decay: float = 1.0) -> tuple[EpisodeRecord, EpisodeStats]:
+        """One episode; ``epsilon`` and the exploration shares as in :func:`select_actions`
+        (epsilon 0: greedy)."""
         env, n, t_len = self.env, len(self.names), self.env.rounds
         self.agent.eval()  # greedy or not, rollouts never use training-mode layers
         obs_dict, _ = env.reset(seed=seed, options=options)
@@ -109,7 +121,7 @@ class EpisodeRunner:
                 q, hidden = self.agent(torch.as_tensor(obs, device=self.device)[None],
                                        torch.as_tensor(adjacency, device=self.device)[None], hidden)
             q = q[0].cpu().numpy()
-            actions = select_actions(q, mask, epsilon, rng, team_explore, deviation_explore)
+            actions = select_actions(q, mask, epsilon, rng, team_explore, deviation_explore, deviation_rank_decay)
             obs_dict, rewards, terms, _, infos = env.step({a: int(actions[i]) for i, a in enumerate(self.names)})
             rec["obs"].append(obs)
             rec["adjacency"].append(adjacency)

@@ -550,6 +550,35 @@ def test_deviation_exploration_moves_one_agent_off_its_greedy_action():
     assert np.array_equal(select_actions(q, only, 1.0, rng, deviation_explore=1.0), greedy)
 
 
+def test_ranked_deviations_favour_the_actions_the_greedy_team_nearly_prefers():
+    """With deviation_rank_decay 0.5 a deviating agent's k-th best valid non-greedy action (by its
+    own Q) is drawn with weight 0.5 ** k. The option changes which action a deviating agent takes
+    and nothing else: the same draws are made, and every other round plays the same actions."""
+    q = np.array([[0.3, 0.9, 0.1, 0.5, 0.7, 0.2]] * 3)  # greedy: action 1; then 4, 3, 0, 5, 2
+    mask = np.ones((3, A), bool)
+    mask[0, 3] = False  # agent 0 ranks 4, 0, 5, 2
+    rng = np.random.default_rng(4)
+    picks = np.stack([select_actions(q, mask, 1.0, rng, deviation_explore=1.0, deviation_rank_decay=0.5)
+                      for _ in range(12000)])
+    for i, order in ((0, [4, 0, 5, 2]), (1, [4, 3, 0, 5, 2])):
+        moved = picks[picks[:, i] != 1, i]
+        weights = 0.5 ** np.arange(len(order))
+        shares = np.array([(moved == a).mean() for a in order])
+        assert np.abs(shares - weights / weights.sum()).max() < 0.03, (i, shares)
+        assert set(np.unique(moved)) == set(order)  # never a masked action
+    uniform, ranked = np.random.default_rng(5), np.random.default_rng(5)
+    greedy = np.array([1, 1, 1])
+    changed = 0
+    for _ in range(400):
+        a = select_actions(q, mask, 0.7, uniform, 0.25, 0.5)
+        b = select_actions(q, mask, 0.7, ranked, 0.25, 0.5, deviation_rank_decay=0.5)
+        if not np.array_equal(a, b):  # only in a deviation round, and only the deviating agent's action
+            changed += 1
+            assert np.array_equal(a != greedy, b != greedy) and (a != greedy).sum() == 1
+    assert changed > 0
+    assert uniform.random() == ranked.random()
+
+
 def test_exploration_shares_split_rounds_between_team_deviation_and_independent():
     rng = np.random.default_rng(3)
     q = np.tile(np.arange(A, dtype=float), (3, 1))  # greedy: action A-1 for everyone
