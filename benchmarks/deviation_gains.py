@@ -7,7 +7,10 @@ reward is one draw with the spread ``reward_std`` of the base sequence, so to te
 zero at two standard errors it needs about ``(2 * reward_std / g)^2`` episodes of that deviation
 (``episodes_needed``). With ``--config`` the script also prints how many deviation rounds of
 each (round, agent, action) that training config's exploration plays in expectation:
-``sum over episodes of epsilon * learner.deviation_explore / (N * 5)``.
+``sum over episodes of epsilon * learner.deviation_explore / (N * 5)``; with
+``learner.deviation_rank_decay`` d < 1, the deviating agent's k-th best action gets a share
+``d^k / sum_j d^j`` of its deviations instead of 1 / 5, and the script prints the best-ranked
+and the worst-ranked action's count.
 
 Usage: ``python benchmarks/deviation_gains.py --profile mmlu_pro --adversarial 0 [--base solo]
 [--samples 100000] [--top 10] [--config configs/qmix_long.yaml --set learner.deviation_explore=0.5]``.
@@ -54,11 +57,14 @@ def deviation_gains(profile: str, base: str = "solo", rounds: int = 2, n_agents:
     return float(base_reward.mean()), spread, rows
 
 
-def expected_deviation_rounds(config: str | None, overrides: list[str], n_agents: int = 3) -> float:
-    """Expected deviation rounds of one (round, agent, action) over a training run of ``config``."""
+def expected_deviation_rounds(config: str | None, overrides: list[str], n_agents: int = 3) -> np.ndarray:
+    """Expected deviation rounds of one (round, agent, action) over a training run of ``config``,
+    by the action's rank among the agent's N_ACTIONS - 1 non-greedy ones (best first; all equal
+    when ``learner.deviation_rank_decay`` is 1)."""
     cfg = load_experiment(config, overrides)
     epsilon_sum = sum(epsilon_at(k, cfg) for k in range(cfg.train.episodes))
-    return epsilon_sum * cfg.learner.deviation_explore / (n_agents * (N_ACTIONS - 1))
+    weights = cfg.learner.deviation_rank_decay ** np.arange(N_ACTIONS - 1)
+    return epsilon_sum * cfg.learner.deviation_explore / n_agents * weights / weights.sum()
 
 
 def main() -> None:
@@ -80,8 +86,10 @@ def main() -> None:
     print(format_table(rows[:args.top], ["round", "agent", "action", "gain", "paired_se", "episodes_needed"]))
     if args.config is not None or args.set:
         rounds = expected_deviation_rounds(args.config, args.set)
+        counts = f"{rounds[0]:.0f}" if np.ptp(rounds) == 0 else \
+            f"{rounds[0]:.0f} for an agent's best-ranked other action, {rounds[-1]:.0f} for its worst"
         print(f"deviation rounds of one (round, agent, action) in training ({args.config or 'defaults'} "
-              f"{' '.join(args.set)}): {rounds:.0f}")
+              f"{' '.join(args.set)}): {counts}")
 
 
 if __name__ == "__main__":
