@@ -39,10 +39,10 @@ def select_actions(q: np.ndarray, mask: np.ndarray, epsilon: float, rng: np.rand
     probability ``epsilon * deviation_explore`` one agent, drawn uniformly, deviates alone: it
     takes a valid action other than its greedy one while its teammates play greedy: drawn
     uniformly, or with ``deviation_rank_decay`` < 1 with weight ``decay ** k`` for its k-th best
-    (by ``q``; ties in action order). Otherwise each agent explores alone with probability ``epsilon * (1 - team_explore
-    - deviation_explore)``. Independent exploration almost never plays a coordinated joint
-    action (1 in 6^(N-1)), so the Q-value of an action is learned against teammates acting at
-    random; team rounds show what it is worth when the others join in, and deviation rounds
+    (by ``q``; ties in action order). Otherwise each agent explores alone with probability
+    ``epsilon * (1 - team_explore - deviation_explore)``. Independent exploration almost never
+    plays a coordinated joint action (1 in 6^(N-1)), so the Q-value of an action is learned
+    against teammates acting at random; team rounds show what it is worth when the others join in, and deviation rounds
     what one agent's own action is worth next to the greedy team (a local search around it,
     which reaches joint actions where agents differ). With either share > 0 two more draws per
     round are made.
@@ -69,7 +69,7 @@ def select_actions(q: np.ndarray, mask: np.ndarray, epsilon: float, rng: np.rand
         others = np.flatnonzero(mask[i] & (np.arange(mask.shape[1]) != greedy[i]))
         if len(others) and deviation_rank_decay == 1.0:
             actions[i] = pick_uniform(others, picks[i])
-        elif len(others):
+        elif len(others):  # best first, by the agent's own Q-values
             ranked = others[np.argsort(-q[i, others], kind="stable")]
             actions[i] = pick_weighted(ranked, deviation_rank_decay ** np.arange(len(ranked)), picks[i])
         return actions
