@@ -39,7 +39,7 @@ from learners.evaluation import config_overrides as _flatten  # a saved config a
 from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner, EpisodeStats
 from learners.schedules import epsilon_at, lr_at
-from topo_env.actions import ACTION_NAMES, N_ACTIONS
+from topo_env.actions import N_ACTIONS
 from topo_env.baselines import BASELINES, FIXED_BASELINES, SequencePolicy, format_table, make_baseline
 from topo_env.config import ConfigError
 from topo_env.env import TopologyParallelEnv
@@ -261,18 +261,15 @@ def main(argv: list[str] | None = None) -> int:
     # (the oracle searches a fixed adversary placement only: none for adversary_position="random")
     if (cfg.env.backend == "sim" and n == 3 and rounds <= 2 and cfg.train.oracle_samples > 0
             and cfg.env.adversary_position == "fixed"):
-        from topo_env.oracle import search
+        from topo_env.oracle import actions_from_names, search
 
         oracle = search(cfg.env.profile, rounds=rounds, samples=cfg.train.oracle_samples, seed=seed,
                         adversarial_agents=cfg.env.adversarial_agents, target_rule=cfg.env.target_rule,
                         w_acc=cfg.env.w_acc, w_tok=cfg.env.w_tok, max_tokens=cfg.env.max_tokens,
                         progress=not args.no_progress)
         # the oracles' sequences, played on the same held-out episodes as everyone else
-        def to_actions(names: list[list[str]]) -> np.ndarray:
-            return np.array([[ACTION_NAMES.index(a) for a in row] for row in names])
-
-        fixed = SequencePolicy("oracle_fixed", {"all": to_actions(oracle["fixed"]["sequence"])})
-        bucket = SequencePolicy("oracle_bucket", {b: to_actions(v["sequence"])
+        fixed = SequencePolicy("oracle_fixed", {"all": actions_from_names(oracle["fixed"]["sequence"])})
+        bucket = SequencePolicy("oracle_bucket", {b: actions_from_names(v["sequence"])
                                                   for b, v in oracle["bucket"]["buckets"].items()})
         for policy in (fixed, bucket):
             results[policy.name], traces[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes,

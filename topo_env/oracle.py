@@ -88,6 +88,15 @@ def sequence_names(actions: np.ndarray) -> list[list[str]]:
     return [[ACTION_NAMES[int(a)] for a in row] for row in np.asarray(actions)]
 
 
+def actions_from_names(names: Sequence[Sequence[str]]) -> np.ndarray:
+    """Inverse of :func:`sequence_names`: the (T, N) action array of [[name per agent] per round]
+    (as results.json stores the oracles' sequences). A ValueError names an unknown action."""
+    unknown = sorted({a for row in names for a in row} - set(ACTION_NAMES))
+    if unknown:
+        raise ValueError(f"unknown action name(s) {unknown}: expected one of {list(ACTION_NAMES)}")
+    return np.array([[ACTION_NAMES.index(a) for a in row] for row in names], dtype=np.int64)
+
+
 def draw_samples(sim: BatchSimulator, samples: int, seed: int, split: str) -> tuple[TaskArrays, EpisodeNoise]:
     """The M tasks and noise the oracle uses for ``split`` ("train": selection, "eval":
     re-evaluation), drawn from the stream ``default_rng([seed, SPLITS[split]])``: the two

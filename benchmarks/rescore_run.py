@@ -1,0 +1,113 @@
+"""Score a train_qmix.py run's policy against its oracle on more held-out episodes than the run used.
+
+    python benchmarks/rescore_run.py runs/hmmt --episodes 40000
+    python benchmarks/rescore_run.py runs/a runs/b --episodes 20000 --baselines full,solo --json
+
+A run's results.json compares QMIX with the fixed oracle on ``train.eval_episodes`` held-out
+episodes (4,000 in the shipped configs), where the paired standard error of a difference is
+about 0.004 reward: the gaps the issue's criterion is about (0.005-0.01) sit at one or two
+standard errors. This script plays the run's greedy policy (the network validation kept, else
+the last one, as ``evaluate.py`` loads it), the fixed oracle's sequence from the run's
+results.json, and the fixed baselines named, on ``--episodes`` held-out episodes of the run's
+env (simulated team). Episode k uses the run's seed ``train.seed + EVAL_SEED_OFFSET + k``, so
+the first ``train.eval_episodes`` are the run's own and the rest extend them. It prints, per
+run, each policy's reward and QMIX's paired difference with it, on the run's own episodes and
+on all of them.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from learners.evaluation import (EVAL_SEED_OFFSET, QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint,
+                                 paired_difference)
+from topo_env.baselines import FIXED_BASELINES, SequencePolicy, format_table, make_baseline
+from topo_env.config import ConfigError
+from topo_env.env import TopologyParallelEnv
+from topo_env.oracle import actions_from_names
+
+
+def rescore(run: str | Path, episodes: int, baselines: Sequence[str], progress: bool = True) -> dict[str, Any]:
+    """QMIX, the run's fixed oracle and ``baselines`` on ``episodes`` held-out episodes.
+
+    Returns ``{"run", "episodes", "run_episodes", "oracle_sequence", "reward": {policy: mean},
+    "qmix_minus": {policy: {"all": {"mean", "se"}, "run": {"mean", "se"}}}}`` ("run": the
+    first ``train.eval_episodes``, the episodes of the run's results.json).
+    """
+    run = Path(run)
+    results_file = run / "results.json"
+    if not results_file.is_file():
+        raise ConfigError(f"{str(run)!r} has no results.json: give a finished train_qmix.py run directory")
+    oracle = json.loads(results_file.read_text())["eval"].get("oracle_fixed")
+    if oracle is None:
+        raise ConfigError(f"{str(results_file)!r} has no eval.oracle_fixed (the oracle runs for the "
+                          f"simulated team with N = 3, T <= 2 and a fixed adversary placement)")
+    cfg, checkpoint = load_checkpoint(run)
+    torch.set_num_threads(cfg.learner.torch_threads)
+    env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="eval"))
+    policies = [QMIXPolicy(agent_from_checkpoint(checkpoint, cfg, env.obs_builder.dim)),
+                SequencePolicy("oracle_fixed", {"all": actions_from_names(oracle["sequence"])})]
+    policies += [make_baseline(name) for name in baselines]
+    seed = cfg.train.seed + EVAL_SEED_OFFSET
+    rewards = {}
+    for policy in policies:
+        _, traces = evaluate(env, policy, episodes, seed=seed, split="eval", progress=progress)
+        rewards[policy.name] = [t.reward for t in traces]
+    own = min(episodes, cfg.train.eval_episodes)
+    qmix = rewards["qmix"]
+    return {
+        "run": str(run), "episodes": episodes, "run_episodes": own, "oracle_sequence": oracle["sequence"],
+        "reward": {name: float(sum(r) / len(r)) for name, r in rewards.items()},
+        "qmix_minus": {name: {"all": paired_difference(qmix, r), "run": paired_difference(qmix[:own], r[:own])}
+                       for name, r in rewards.items() if name != "qmix"},
+    }
+
+
+def format_report(result: dict[str, Any]) -> str:
+    """A table of one run's :func:`rescore` result."""
+    def diff(d: dict[str, float]) -> str:
+        return f"{d['mean']:+.4f} ({d['se']:.4f})"
+
+    rows = [{"policy": name, "reward": reward,
+             f"qmix - policy, first {result['run_episodes']}": diff(result["qmix_minus"][name]["run"]) if name != "qmix" else "",
+             f"qmix - policy, all {result['episodes']}": diff(result["qmix_minus"][name]["all"]) if name != "qmix" else ""}
+            for name, reward in result["reward"].items()]
+    columns = ("policy", "reward", f"qmix - policy, first {result['run_episodes']}", f"qmix - policy, all {result['episodes']}")
+    sequence = " / ".join(",".join(row) for row in result["oracle_sequence"])
+    return f"{result['run']} (oracle_fixed: {sequence})\n{format_table(rows, columns)}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", help="train_qmix.py run directories (checkpoint.pt and results.json)")
+    parser.add_argument("--episodes", type=int, default=40000, help="held-out episodes per policy (default 40,000)")
+    parser.add_argument("--baselines", default="full",
+                        help=f"comma-separated fixed baselines to score too, of {','.join(FIXED_BASELINES)} "
+                             "(default full; empty for none)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    if args.episodes < 1:
+        parser.error(f"--episodes {args.episodes}: must be at least 1")
+    baselines = [b for b in args.baselines.split(",") if b]
+    unknown = sorted(set(baselines) - set(FIXED_BASELINES))
+    if unknown:
+        parser.error(f"--baselines: unknown {unknown}; choose from {list(FIXED_BASELINES)}")
+    try:
+        results = [rescore(run, args.episodes, baselines, progress=not args.no_progress) for run in args.runs]
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(results, indent=2) if args.json else "\n\n".join(format_report(r) for r in results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
