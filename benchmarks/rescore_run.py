@@ -72,16 +72,17 @@ def rescore(run: str | Path, episodes: int, baselines: Sequence[str], progress: 
 
 def format_report(result: dict[str, Any]) -> str:
     """A table of one run's :func:`rescore` result."""
-    def diff(d: dict[str, float]) -> str:
-        return f"{d['mean']:+.4f} ({d['se']:.4f})"
-
-    rows = [{"policy": name, "reward": reward,
-             f"qmix - policy, first {result['run_episodes']}": diff(result["qmix_minus"][name]["run"]) if name != "qmix" else "",
-             f"qmix - policy, all {result['episodes']}": diff(result["qmix_minus"][name]["all"]) if name != "qmix" else ""}
-            for name, reward in result["reward"].items()]
-    columns = ("policy", "reward", f"qmix - policy, first {result['run_episodes']}", f"qmix - policy, all {result['episodes']}")
+    run_col, all_col = f"qmix - policy, first {result['run_episodes']}", f"qmix - policy, all {result['episodes']}"
+    rows = []
+    for name, reward in result["reward"].items():
+        row = {"policy": name, "reward": reward}
+        for column, part in ((run_col, "run"), (all_col, "all")):
+            if name != "qmix":
+                d = result["qmix_minus"][name][part]
+                row[column] = f"{d['mean']:+.4f} ({d['se']:.4f})"
+        rows.append(row)
     sequence = " / ".join(",".join(row) for row in result["oracle_sequence"])
-    return f"{result['run']} (oracle_fixed: {sequence})\n{format_table(rows, columns)}"
+    return f"{result['run']} (oracle_fixed: {sequence})\n{format_table(rows, ('policy', 'reward', run_col, all_col))}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
