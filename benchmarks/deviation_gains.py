@@ -12,12 +12,19 @@ each (round, agent, action) that training config's exploration plays in expectat
 ``d^k / sum_j d^j`` of its deviations instead of 1 / 5, and the script prints the best-ranked
 and the worst-ranked action's count.
 
+With ``--team-sequences`` it scores instead every sequence of team actions (all agents play
+the same action in a round: 6^T of them, what team exploration tries) and prints, best first,
+each one's gap below the best and the episodes a learner needs to tell that gap from zero: how
+flat the landscape around the optimum is that a learner has to resolve.
+
 Usage: ``python benchmarks/deviation_gains.py --profile mmlu_pro --adversarial 0 [--base solo]
-[--samples 100000] [--top 10] [--config configs/qmix_long.yaml --set learner.deviation_explore=0.5]``.
+[--samples 100000] [--top 10] [--config configs/qmix_long.yaml --set learner.deviation_explore=0.5]``;
+``python benchmarks/deviation_gains.py --profile aime26 --team-sequences [--top 12]``.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 
 import numpy as np
 
@@ -28,6 +35,11 @@ from topo_env.baselines import FIXED_BASELINES, format_table, open_loop_actions
 from topo_env.oracle import draw_samples
 from topo_env.sim.batch import BatchSimulator
 from topo_env.sim.profiles import PROFILES, get_profile
+
+
+def _episodes_needed(spread: float, gap: float) -> int | str:
+    """Unpaired episodes to tell ``gap`` from zero at two standard errors ("-" if it is not positive)."""
+    return int(round((2 * spread / gap) ** 2)) if gap > 0 else "-"
 
 
 def deviation_gains(profile: str, base: str = "solo", rounds: int = 2, n_agents: int = 3, samples: int = 100_000,
@@ -52,9 +64,32 @@ def deviation_gains(profile: str, base: str = "solo", rounds: int = 2, n_agents:
                 gain = float(diff.mean())
                 rows.append({"round": t + 1, "agent": i, "action": ACTION_NAMES[a], "gain": gain,
                              "paired_se": float(diff.std() / np.sqrt(samples)),
-                             "episodes_needed": int(round((2 * spread / gain) ** 2)) if gain > 0 else "-"})
+                             "episodes_needed": _episodes_needed(spread, gain)})
     rows.sort(key=lambda r: -r["gain"])
     return float(base_reward.mean()), spread, rows
+
+
+def team_sequence_gaps(profile: str, rounds: int = 2, n_agents: int = 3, samples: int = 100_000, seed: int = 0,
+                       adversarial: tuple[int, ...] = ()) -> tuple[float, float, list[dict]]:
+    """(best mean reward, the best sequence's per-episode reward std, one row per team sequence,
+    best first): every sequence where the whole team plays one action per round, scored on the
+    same episodes. Each row has ``sequence`` (round actions joined by " / "), ``reward``, ``gap``
+    (the best's mean reward minus this one's, same episodes), ``paired_se`` and
+    ``episodes_needed`` (unpaired, two standard errors, with the best's spread)."""
+    sim = BatchSimulator(get_profile(profile), n_agents, rounds, adversarial_agents=adversarial)
+    tasks, noise = draw_samples(sim, samples, seed, "eval")
+    scored = [(sequence, sim.run(np.repeat(np.array(sequence)[:, None], n_agents, axis=1), tasks, noise).reward)
+              for sequence in itertools.product(range(N_ACTIONS), repeat=rounds)]
+    scored.sort(key=lambda item: -item[1].mean())
+    best = scored[0][1]
+    spread = float(best.std())
+    rows = []
+    for sequence, reward in scored:
+        diff = best - reward
+        rows.append({"sequence": " / ".join(ACTION_NAMES[a] for a in sequence), "reward": float(reward.mean()),
+                     "gap": float(diff.mean()), "paired_se": float(diff.std() / np.sqrt(samples)),
+                     "episodes_needed": _episodes_needed(spread, float(diff.mean()))})
+    return float(best.mean()), spread, rows
 
 
 def expected_deviation_rounds(config: str | None, overrides: list[str], n_agents: int = 3) -> np.ndarray:
@@ -76,9 +111,19 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--adversarial", type=int, nargs="*", default=[])
     parser.add_argument("--top", type=int, default=10, help="rows to print (best gains first)")
+    parser.add_argument("--team-sequences", action="store_true",
+                        help="score every team-action sequence (one action for the whole team per round) instead")
     parser.add_argument("--config", default=None, help="a training config whose deviation rounds to count")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="overrides for --config")
     args = parser.parse_args()
+    if args.team_sequences:
+        best, spread, rows = team_sequence_gaps(args.profile, args.rounds, samples=args.samples, seed=args.seed,
+                                                adversarial=tuple(args.adversarial))
+        print(f"{args.profile}, adversaries {args.adversarial or 'none'}: best team sequence reward {best:.4f}, "
+              f"per-episode std {spread:.3f} ({args.samples} episodes, common random numbers); "
+              f"{sum(r['gap'] <= 0.01 for r in rows)} of {len(rows)} sequences within 0.01 of it")
+        print(format_table(rows[:args.top], ["sequence", "reward", "gap", "paired_se", "episodes_needed"]))
+        return
     mean, spread, rows = deviation_gains(args.profile, args.base, args.rounds, samples=args.samples, seed=args.seed,
                                          adversarial=tuple(args.adversarial))
     print(f"{args.profile}, adversaries {args.adversarial or 'none'}: base '{args.base}' reward {mean:.4f}, "

@@ -52,3 +52,22 @@ def test_expected_deviation_rounds_follow_the_epsilon_schedule():
     # ranked deviations: the k-th best other action gets 0.5^k / (1 + 0.5 + ... + 0.5^4) of an agent's deviations
     ranked = deviation_gains.expected_deviation_rounds(None, over + ["learner.deviation_rank_decay=0.5"])
     assert ranked == pytest.approx(epsilon_sum * 0.5 / 3 * 0.5 ** np.arange(5) / 1.9375)
+
+
+def test_every_team_sequence_is_scored_against_the_best_on_the_same_episodes():
+    best, spread, rows = deviation_gains.team_sequence_gaps("aime26", samples=2000, seed=3)
+    assert len(rows) == 6 ** 2 and len({r["sequence"] for r in rows}) == 36
+    rewards = [r["reward"] for r in rows]
+    assert rewards == sorted(rewards, reverse=True) and rows[0]["gap"] == 0.0 and best == rows[0]["reward"]
+    # one row recomputed by hand: everyone execute_verify in round 1, everyone solo in round 2
+    sim = BatchSimulator(get_profile("aime26"), 3, 2)
+    tasks, noise = draw_samples(sim, 2000, 3, "eval")
+    top = np.array([[CommAction[name.upper()]] * 3 for name in rows[0]["sequence"].split(" / ")])
+    top_reward = sim.run(top, tasks, noise).reward
+    mine = np.array([[CommAction.EXECUTE_VERIFY] * 3, [CommAction.SOLO_PROCESS] * 3])
+    diff = top_reward - sim.run(mine, tasks, noise).reward
+    row = next(r for r in rows if r["sequence"] == "execute_verify / solo_process")
+    assert row["gap"] == pytest.approx(diff.mean()) and row["gap"] > 0
+    assert row["paired_se"] == pytest.approx(diff.std() / np.sqrt(2000))
+    assert spread == pytest.approx(top_reward.std())
+    assert row["episodes_needed"] == round((2 * spread / row["gap"]) ** 2)
