@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from learners.config import ExperimentConfig, load_experiment
+from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
 from learners.evaluation import (EVAL_SEED_OFFSET, QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint,
                                  paired_difference)
 from topo_env.actions import ACTION_NAMES
@@ -46,15 +46,12 @@ from topo_env.config import BACKENDS, ConfigError, EnvConfig, load_yaml
 from topo_env.env import TopologyParallelEnv
 from topo_env.evaluate import positive_int
 
-DEFAULT_CONFIG = "configs/default.yaml"
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python evaluate.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", metavar="PATH", help="train_qmix.py run directory or checkpoint.pt "
                    "(without it: baselines only)")
-    p.add_argument("--config", help=f"YAML config: the env without --checkpoint (default {DEFAULT_CONFIG}); "
-                   "with it, env keys that override the checkpoint's")
+    p.add_argument("--config", help="YAML config: the env without --checkpoint (default: the repository's "
+                   "configs/default.yaml); with it, env keys that override the checkpoint's")
     p.add_argument("--adversarial", type=positive_int, default=1, metavar="K",
                    help="adversarial agents injected in the attacked run (default 1)")
     p.add_argument("--adversary-position", default="random", metavar="i[,j..]|random",

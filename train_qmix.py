@@ -32,7 +32,7 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from learners.buffer import EpisodeReplayBuffer
-from learners.config import ExperimentConfig, load_experiment
+from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
 from learners.evaluation import (EVAL_SEED_OFFSET, VALIDATION_SEED_OFFSET, QMIXPolicy, evaluate,
                                  paired_differences)
 from learners.evaluation import config_overrides as _flatten  # a saved config as --set overrides (--resume)
@@ -53,7 +53,8 @@ RESUME_OVERRIDABLE = frozenset({"train.token_budget", "train.eval_episodes", "tr
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", default="configs/default.yaml", help="YAML with env/learner/train sections")
+    p.add_argument("--config", default=str(DEFAULT_CONFIG),
+                   help="YAML with env/learner/train sections (default: the repository's configs/default.yaml)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config key")
     p.add_argument("--episodes", type=int, help="training episodes (overrides train.episodes)")
     p.add_argument("--seed", type=int, help="seed (overrides train.seed)")

@@ -203,6 +203,10 @@ def parse_override(text: str) -> tuple[str, str, Any]:
     return section, key, parse_yaml(raw)
 
 
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
+"""The repository's ``configs/default.yaml``: the scripts' default ``--config`` from any working directory."""
+
+
 def load_experiment(path: str | Path | None, overrides: list[str] = ()) -> ExperimentConfig:
     """Read a YAML config (None: all defaults), apply ``--set`` overrides, validate."""
     data = {} if path is None else load_yaml(path)

@@ -341,6 +341,12 @@ def test_config_errors_before_training(tmp_path, override, words, monkeypatch):
     assert not started and not out.exists()
 
 
+def test_default_config_is_the_repositorys_from_any_working_directory(tmp_path, monkeypatch):
+    repo_default = load_experiment(Path(train_qmix.__file__).parent / "configs" / "default.yaml")
+    monkeypatch.chdir(tmp_path)  # no configs/ here
+    assert load_experiment(train_qmix.parse_args([]).config) == repo_default
+
+
 def test_exponent_floats_parse_as_numbers_in_set_and_yaml(tmp_path):
     """PyYAML reads ``1e-3`` as a string (YAML 1.1); configs read it as a float (YAML 1.2)."""
     cfg = load_experiment(None, ["learner.lr=2e-4", "learner.tau=5E-3", "env.w_tok=1e-1"])
