@@ -46,6 +46,7 @@ from topo_env.config import BACKENDS, ConfigError, EnvConfig, load_yaml
 from topo_env.env import TopologyParallelEnv
 from topo_env.evaluate import positive_int
 
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python evaluate.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", metavar="PATH", help="train_qmix.py run directory or checkpoint.pt "

@@ -86,9 +86,10 @@ def team_sequence_gaps(profile: str, rounds: int = 2, n_agents: int = 3, samples
     rows = []
     for sequence, reward in scored:
         diff = best - reward
+        gap = float(diff.mean())
         rows.append({"sequence": " / ".join(ACTION_NAMES[a] for a in sequence), "reward": float(reward.mean()),
-                     "gap": float(diff.mean()), "paired_se": float(diff.std() / np.sqrt(samples)),
-                     "episodes_needed": _episodes_needed(spread, float(diff.mean()))})
+                     "gap": gap, "paired_se": float(diff.std() / np.sqrt(samples)),
+                     "episodes_needed": _episodes_needed(spread, gap)})
     return float(best.mean()), spread, rows
 
 
