@@ -1,9 +1,6 @@
 """benchmarks/deviation_gains.py: the gains it reports are the simulator's, on common episodes."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -11,11 +8,9 @@ from topo_env.actions import CommAction
 from topo_env.oracle import draw_samples
 from topo_env.sim.batch import BatchSimulator
 from topo_env.sim.profiles import get_profile
+from benchmark_scripts import load_benchmark
 
-_path = Path(__file__).resolve().parents[1] / "benchmarks" / "deviation_gains.py"
-_spec = importlib.util.spec_from_file_location("deviation_gains", _path)
-deviation_gains = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(deviation_gains)
+deviation_gains = load_benchmark("deviation_gains")
 
 
 def test_every_single_agent_deviation_is_scored_against_the_base_on_the_same_episodes():

@@ -2,7 +2,6 @@
 extends the same episode sequence; bad input names the bad value."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -13,13 +12,11 @@ import torch
 import train_qmix
 from topo_env.config import ConfigError
 from topo_env.oracle import actions_from_names, sequence_names
+from benchmark_scripts import load_benchmark
 
 torch.set_num_threads(1)
 
-_path = Path(__file__).resolve().parents[1] / "benchmarks" / "rescore_run.py"
-_spec = importlib.util.spec_from_file_location("rescore_run", _path)
-rescore_run = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(rescore_run)
+rescore_run = load_benchmark("rescore_run")
 
 EVAL_EPISODES = 20
 

@@ -1,0 +1,107 @@
+"""Pick the best of several train_qmix.py runs of one env (seeds, say) on common fresh validation episodes.
+
+    python benchmarks/select_run.py runs/s0 runs/s1 runs/s2 runs/s3 --episodes 20000
+
+A run's own validation (``train.validate_every``) scores its checkpoints on episodes that
+depend on its seed, so two seeds' validation rewards are not paired, and the gaps between good
+runs (0.001-0.005 reward) are below what 4,000 unpaired episodes resolve. This script plays each
+run's greedy policy (the network validation kept, else the last one, as ``evaluate.py`` loads
+it) on the same ``--episodes`` train-split episodes: episode k uses env seed ``SELECTION_SEED +
+k``, which no training episode and no run's validation uses (for run seeds below 10,000 and
+fewer than 500,000 validation episodes). It prints each run's reward, its paired difference
+with the best run, and the pick. Held-out episodes are never played, so the pick can then be
+scored on them with ``benchmarks/rescore_run.py``.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from learners.evaluation import (VALIDATION_SEED_OFFSET, QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint,
+                                 paired_difference)
+from topo_env.baselines import format_table
+from topo_env.config import ConfigError
+from topo_env.env import TopologyParallelEnv
+
+SELECTION_SEED = VALIDATION_SEED_OFFSET + 500_000
+"""Selection episode k uses env seed ``SELECTION_SEED + k`` (train split), whatever the runs' seeds."""
+
+
+def select_run(runs: Sequence[str | Path], episodes: int, progress: bool = True) -> dict[str, Any]:
+    """Score every run's greedy policy on the same ``episodes`` selection episodes.
+
+    Returns ``{"episodes", "selected": run with the highest mean reward, "reward": {run: mean},
+    "minus_selected": {run: {"mean", "se"}}}`` (each other run's paired difference with the pick).
+    Raises ConfigError when a run is given twice, has no checkpoint, or trained another env.
+    """
+    names = [str(run) for run in runs]
+    if not names:
+        raise ConfigError("give at least one run directory")
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ConfigError(f"run {twice[0]!r} is given more than once")
+    loaded = [(name, *load_checkpoint(name)) for name in names]
+    first, first_cfg, _ = loaded[0]
+    for name, cfg, _ in loaded[1:]:
+        differ = [f.name for f in dataclasses.fields(cfg.env) if getattr(cfg.env, f.name) != getattr(first_cfg.env, f.name)]
+        if differ:
+            key = differ[0]
+            raise ConfigError(f"runs {first!r} and {name!r} trained different envs (env.{key}: "
+                              f"{getattr(first_cfg.env, key)!r} against {getattr(cfg.env, key)!r}); "
+                              f"select among runs of one env")
+    torch.set_num_threads(first_cfg.learner.torch_threads)
+    env = TopologyParallelEnv(dataclasses.replace(first_cfg.env, split="train"))
+    rewards = {}
+    for name, cfg, checkpoint in loaded:
+        policy = QMIXPolicy(agent_from_checkpoint(checkpoint, cfg, env.obs_builder.dim))
+        _, traces = evaluate(env, policy, episodes, seed=SELECTION_SEED, split="train", progress=progress)
+        rewards[name] = [t.reward for t in traces]
+    means = {name: float(np.mean(r)) for name, r in rewards.items()}
+    selected = max(names, key=means.__getitem__)  # ties: the first given
+    return {"episodes": episodes, "selected": selected, "reward": means,
+            "minus_selected": {name: paired_difference(r, rewards[selected])
+                               for name, r in rewards.items() if name != selected}}
+
+
+def format_report(result: dict[str, Any]) -> str:
+    """A table of a :func:`select_run` result, best run first, and the pick."""
+    column = "run - selected (SE)"
+    rows = []
+    for name in sorted(result["reward"], key=result["reward"].__getitem__, reverse=True):
+        row = {"run": name, "reward": result["reward"][name]}
+        if name in result["minus_selected"]:
+            d = result["minus_selected"][name]
+            row[column] = f"{d['mean']:+.4f} ({d['se']:.4f})"
+        rows.append(row)
+    return (f"{result['episodes']} common train-split episodes (env seeds from {SELECTION_SEED})\n"
+            f"{format_table(rows, ('run', 'reward', column))}\nselected: {result['selected']}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", help="train_qmix.py run directories (with checkpoint.pt) of one env")
+    parser.add_argument("--episodes", type=int, default=20000, help="selection episodes per run (default 20,000)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    if args.episodes < 1:
+        parser.error(f"--episodes {args.episodes}: must be at least 1")
+    try:
+        result = select_run(args.runs, args.episodes, progress=not args.no_progress)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2) if args.json else format_report(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
