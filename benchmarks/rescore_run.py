@@ -2,6 +2,7 @@
 
     python benchmarks/rescore_run.py runs/hmmt --episodes 40000
     python benchmarks/rescore_run.py runs/a runs/b --episodes 20000 --baselines full,solo --json
+    python benchmarks/rescore_run.py runs/s1 --episodes 20000 --oracles-of runs/s0 runs/s2 runs/s3
 
 A run's results.json compares QMIX with the fixed oracle on ``train.eval_episodes`` held-out
 episodes (4,000 in the shipped configs), where the paired standard error of a difference is
@@ -13,6 +14,12 @@ env (simulated team). Episode k uses the run's seed ``train.seed + EVAL_SEED_OFF
 the first ``train.eval_episodes`` are the run's own and the rest extend them. It prints, per
 run, each policy's reward and QMIX's paired difference with it, on the run's own episodes and
 on all of them.
+
+``--oracles-of RUN ...`` also plays the fixed oracle sequences that other runs' searches picked
+(runs of the same env: other seeds, say), on the same episodes. Each search scores 46,656
+sequences on a few thousand episodes, so seeds' searches may pick different near-optimal
+sequences; a run picked among seeds (``benchmarks/select_run.py``) is then compared with every
+one of them, not only with its own search's pick.
 """
 from __future__ import annotations
 
@@ -26,34 +33,58 @@ from typing import Any
 
 import torch
 
-from learners.evaluation import (EVAL_SEED_OFFSET, QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint,
-                                 paired_difference)
+from learners.config import ExperimentConfig, load_experiment
+from learners.evaluation import (EVAL_SEED_OFFSET, QMIXPolicy, agent_from_checkpoint, config_overrides, evaluate,
+                                 load_checkpoint, paired_difference)
 from topo_env.baselines import FIXED_BASELINES, SequencePolicy, format_table, make_baseline
-from topo_env.config import ConfigError
+from topo_env.config import ConfigError, env_difference
 from topo_env.env import TopologyParallelEnv
 from topo_env.oracle import actions_from_names
 
 
-def rescore(run: str | Path, episodes: int, baselines: Sequence[str], progress: bool = True) -> dict[str, Any]:
-    """QMIX, the run's fixed oracle and ``baselines`` on ``episodes`` held-out episodes.
-
-    Returns ``{"run", "episodes", "run_episodes", "oracle_sequence", "reward": {policy: mean},
-    "qmix_minus": {policy: {"all": {"mean", "se"}, "run": {"mean", "se"}}}}`` ("run": the
-    first ``train.eval_episodes``, the episodes of the run's results.json).
-    """
+def run_oracle(run: str | Path) -> tuple[ExperimentConfig, list[list[str]]]:
+    """A finished run's config and its fixed oracle's sequence (action names, round by round),
+    from its results.json."""
     run = Path(run)
     results_file = run / "results.json"
     if not results_file.is_file():
         raise ConfigError(f"{str(run)!r} has no results.json: give a finished train_qmix.py run directory")
-    oracle = json.loads(results_file.read_text())["eval"].get("oracle_fixed")
+    results = json.loads(results_file.read_text())
+    oracle = results["eval"].get("oracle_fixed")
     if oracle is None:
         raise ConfigError(f"{str(results_file)!r} has no eval.oracle_fixed (the oracle runs for the "
                           f"simulated team with N = 3, T <= 2 and a fixed adversary placement)")
+    return load_experiment(None, config_overrides(results["config"])), oracle["sequence"]
+
+
+def rescore(run: str | Path, episodes: int, baselines: Sequence[str], progress: bool = True,
+            oracles_of: Sequence[str | Path] = ()) -> dict[str, Any]:
+    """QMIX, the run's fixed oracle, the fixed oracles of the runs ``oracles_of`` and
+    ``baselines`` on ``episodes`` held-out episodes.
+
+    Returns ``{"run", "episodes", "run_episodes", "oracle_sequence", "other_oracles": {policy:
+    sequence}, "reward": {policy: mean}, "qmix_minus": {policy: {"all": {"mean", "se"}, "run":
+    {"mean", "se"}}}}`` ("run": the first ``train.eval_episodes``, the episodes of the run's
+    results.json). Another run's oracle is the policy ``"oracle_fixed of RUN"``; it is left out
+    where it is a sequence already played. Raises ConfigError when a run in ``oracles_of``
+    trained another env.
+    """
+    run = Path(run)
+    _, sequence = run_oracle(run)
     cfg, checkpoint = load_checkpoint(run)
+    sequences = {"oracle_fixed": sequence}
+    for other in oracles_of:
+        other_cfg, other_sequence = run_oracle(other)
+        difference = env_difference(cfg.env, other_cfg.env)
+        if difference:
+            raise ConfigError(f"--oracles-of {str(other)!r} trained another env than {str(run)!r} "
+                              f"({difference})")
+        if other_sequence not in sequences.values():
+            sequences[f"oracle_fixed of {other}"] = other_sequence
     torch.set_num_threads(cfg.learner.torch_threads)
     env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="eval"))
-    policies = [QMIXPolicy(agent_from_checkpoint(checkpoint, cfg, env.obs_builder.dim)),
-                SequencePolicy("oracle_fixed", {"all": actions_from_names(oracle["sequence"])})]
+    policies = [QMIXPolicy(agent_from_checkpoint(checkpoint, cfg, env.obs_builder.dim))]
+    policies += [SequencePolicy(name, {"all": actions_from_names(seq)}) for name, seq in sequences.items()]
     policies += [make_baseline(name) for name in baselines]
     seed = cfg.train.seed + EVAL_SEED_OFFSET
     rewards = {}
@@ -63,7 +94,8 @@ def rescore(run: str | Path, episodes: int, baselines: Sequence[str], progress: 
     own = min(episodes, cfg.train.eval_episodes)
     qmix = rewards["qmix"]
     return {
-        "run": str(run), "episodes": episodes, "run_episodes": own, "oracle_sequence": oracle["sequence"],
+        "run": str(run), "episodes": episodes, "run_episodes": own, "oracle_sequence": sequence,
+        "other_oracles": {name: seq for name, seq in sequences.items() if name != "oracle_fixed"},
         "reward": {name: float(sum(r) / len(r)) for name, r in rewards.items()},
         "qmix_minus": {name: {"all": paired_difference(qmix, r), "run": paired_difference(qmix[:own], r[:own])}
                        for name, r in rewards.items() if name != "qmix"},
@@ -81,8 +113,9 @@ def format_report(result: dict[str, Any]) -> str:
                 d = result["qmix_minus"][name][part]
                 row[column] = f"{d['mean']:+.4f} ({d['se']:.4f})"
         rows.append(row)
-    sequence = " / ".join(",".join(row) for row in result["oracle_sequence"])
-    return f"{result['run']} (oracle_fixed: {sequence})\n{format_table(rows, ('policy', 'reward', run_col, all_col))}"
+    sequences = {"oracle_fixed": result["oracle_sequence"], **result.get("other_oracles", {})}
+    header = "\n".join(f"  {name}: {' / '.join(','.join(row) for row in seq)}" for name, seq in sequences.items())
+    return f"{result['run']}\n{header}\n{format_table(rows, ('policy', 'reward', run_col, all_col))}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -92,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--baselines", default="full",
                         help=f"comma-separated fixed baselines to score too, of {','.join(FIXED_BASELINES)} "
                              "(default full; empty for none)")
+    parser.add_argument("--oracles-of", nargs="+", default=[], metavar="RUN",
+                        help="also play the fixed oracle sequences of these runs (same env: other seeds)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
@@ -102,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"--baselines: unknown {unknown}; choose from {list(FIXED_BASELINES)}")
     try:
-        results = [rescore(run, args.episodes, baselines, progress=not args.no_progress) for run in args.runs]
+        results = [rescore(run, args.episodes, baselines, progress=not args.no_progress, oracles_of=args.oracles_of)
+                   for run in args.runs]
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

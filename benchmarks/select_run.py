@@ -28,7 +28,7 @@ import torch
 from learners.evaluation import (VALIDATION_SEED_OFFSET, QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint,
                                  paired_difference)
 from topo_env.baselines import format_table
-from topo_env.config import ConfigError
+from topo_env.config import ConfigError, env_difference
 from topo_env.env import TopologyParallelEnv
 
 SELECTION_SEED = VALIDATION_SEED_OFFSET + 500_000
@@ -51,11 +51,9 @@ def select_run(runs: Sequence[str | Path], episodes: int, progress: bool = True)
     loaded = [(name, *load_checkpoint(name)) for name in names]
     first, first_cfg, _ = loaded[0]
     for name, cfg, _ in loaded[1:]:
-        differ = [f.name for f in dataclasses.fields(cfg.env) if getattr(cfg.env, f.name) != getattr(first_cfg.env, f.name)]
-        if differ:
-            key = differ[0]
-            raise ConfigError(f"runs {first!r} and {name!r} trained different envs (env.{key}: "
-                              f"{getattr(first_cfg.env, key)!r} against {getattr(cfg.env, key)!r}); "
+        difference = env_difference(first_cfg.env, cfg.env)
+        if difference:
+            raise ConfigError(f"runs {first!r} and {name!r} trained different envs ({difference}); "
                               f"select among runs of one env")
     torch.set_num_threads(first_cfg.learner.torch_threads)
     env = TopologyParallelEnv(dataclasses.replace(first_cfg.env, split="train"))

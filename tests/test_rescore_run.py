@@ -53,6 +53,46 @@ def test_more_episodes_extend_the_runs_episodes(run_dir):
     assert "oracle_fixed" in report and f"first {EVAL_EPISODES}" in report and f"all {3 * EVAL_EPISODES}" in report
 
 
+def _other_seed(run_dir: Path, tmp_path: Path, name: str, sequence=None, profile=None) -> Path:
+    """A copy of the run's results.json whose search picked ``sequence`` (and, with ``profile``,
+    trained another profile): the oracle another seed's search could have picked."""
+    results = json.loads((run_dir / "results.json").read_text())
+    if sequence is not None:
+        results["eval"]["oracle_fixed"]["sequence"] = sequence
+    if profile is not None:
+        results["config"]["env"]["profile"] = profile
+    other = tmp_path / name
+    other.mkdir()
+    (other / "results.json").write_text(json.dumps(results))
+    return other
+
+
+def test_other_runs_oracles_play_on_the_same_episodes(run_dir, tmp_path):
+    all_solo = [["solo_process"] * 3] * 2
+    solo_run = _other_seed(run_dir, tmp_path, "solo_seed", sequence=all_solo)
+    same_run = _other_seed(run_dir, tmp_path, "same_seed")
+    result = rescore_run.rescore(run_dir, EVAL_EPISODES, ["solo"], progress=False, oracles_of=[solo_run, same_run])
+    name = f"oracle_fixed of {solo_run}"
+    # the same sequence as the run's own oracle is played once; all solo is the solo baseline
+    assert result["other_oracles"] == {name: all_solo}
+    assert set(result["reward"]) == {"qmix", "oracle_fixed", name, "solo"}
+    assert result["reward"][name] == result["reward"]["solo"]
+    assert result["qmix_minus"][name] == result["qmix_minus"]["solo"]
+    alone = rescore_run.rescore(run_dir, EVAL_EPISODES, [], progress=False)
+    assert alone["reward"]["oracle_fixed"] == result["reward"]["oracle_fixed"]
+    report = rescore_run.format_report(result)
+    assert name in report and "solo_process,solo_process,solo_process / solo_process" in report
+
+
+def test_other_runs_oracles_must_be_of_the_same_env(run_dir, tmp_path, capsys):
+    other = _other_seed(run_dir, tmp_path, "aime_seed", profile="aime26")
+    with pytest.raises(ConfigError, match="env.profile: 'mmlu_pro' against 'aime26'"):
+        rescore_run.rescore(run_dir, EVAL_EPISODES, [], progress=False, oracles_of=[other])
+    assert rescore_run.main([str(run_dir), "--episodes", "10", "--oracles-of", str(tmp_path / "gone"),
+                             "--no-progress"]) == 2
+    assert str(tmp_path / "gone") in capsys.readouterr().err
+
+
 def test_actions_from_names_inverts_sequence_names():
     actions = np.array([[0, 1, 2], [3, 4, 5]])
     assert np.array_equal(actions_from_names(sequence_names(actions)), actions)

@@ -255,6 +255,18 @@ def load_env_config(path: str | Path, overrides: dict[str, Any] | None = None) -
     return EnvConfig.from_dict({**section, **(overrides or {})})
 
 
+def env_difference(a: EnvConfig, b: EnvConfig) -> str | None:
+    """``"env.KEY: A against B"`` for the first field where two env configs differ (the llm
+    section without its API key), or None when they are equal."""
+    for f in dataclasses.fields(a):
+        va, vb = getattr(a, f.name), getattr(b, f.name)
+        if va != vb:
+            if f.name == "llm":
+                va, vb = _masked(va), _masked(vb)
+            return f"env.{f.name}: {va!r} against {vb!r}"
+    return None
+
+
 def check_adversaries(values: Any, n_agents: int, key: str) -> tuple[int, ...]:
     """``values`` as a tuple of distinct agent indices in 0..N-1 that leaves an honest agent;
     a ConfigError naming ``key`` and the bad value otherwise."""
