@@ -33,28 +33,12 @@ from typing import Any
 
 import torch
 
-from learners.config import ExperimentConfig, load_experiment
-from learners.evaluation import (EVAL_SEED_OFFSET, QMIXPolicy, agent_from_checkpoint, config_overrides, evaluate,
-                                 load_checkpoint, paired_difference)
+from learners.evaluation import (EVAL_SEED_OFFSET, QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint,
+                                 oracle_sequences, paired_difference, run_oracle)
 from topo_env.baselines import FIXED_BASELINES, SequencePolicy, format_table, make_baseline
-from topo_env.config import ConfigError, env_difference
+from topo_env.config import ConfigError
 from topo_env.env import TopologyParallelEnv
 from topo_env.oracle import actions_from_names
-
-
-def run_oracle(run: str | Path) -> tuple[ExperimentConfig, list[list[str]]]:
-    """A finished run's config and its fixed oracle's sequence (action names, round by round),
-    from its results.json."""
-    run = Path(run)
-    results_file = run / "results.json"
-    if not results_file.is_file():
-        raise ConfigError(f"{str(run)!r} has no results.json: give a finished train_qmix.py run directory")
-    results = json.loads(results_file.read_text())
-    oracle = results["eval"].get("oracle_fixed")
-    if oracle is None:
-        raise ConfigError(f"{str(results_file)!r} has no eval.oracle_fixed (the oracle runs for the "
-                          f"simulated team with N = 3, T <= 2 and a fixed adversary placement)")
-    return load_experiment(None, config_overrides(results["config"])), oracle["sequence"]
 
 
 def rescore(run: str | Path, episodes: int, baselines: Sequence[str], progress: bool = True,
@@ -73,14 +57,9 @@ def rescore(run: str | Path, episodes: int, baselines: Sequence[str], progress: 
     _, sequence = run_oracle(run)
     cfg, checkpoint = load_checkpoint(run)
     sequences = {"oracle_fixed": sequence}
-    for other in oracles_of:
-        other_cfg, other_sequence = run_oracle(other)
-        difference = env_difference(cfg.env, other_cfg.env)
-        if difference:
-            raise ConfigError(f"--oracles-of {str(other)!r} trained another env than {str(run)!r} "
-                              f"({difference})")
+    for name, other_sequence in oracle_sequences(oracles_of, cfg.env, str(run)).items():
         if other_sequence not in sequences.values():
-            sequences[f"oracle_fixed of {other}"] = other_sequence
+            sequences[name] = other_sequence
     torch.set_num_threads(cfg.learner.torch_threads)
     env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="eval"))
     policies = [QMIXPolicy(agent_from_checkpoint(checkpoint, cfg, env.obs_builder.dim))]
