@@ -211,7 +211,6 @@ def load_checkpoint(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Ex
     return load_experiment(None, config_overrides(checkpoint["config"]) + list(overrides)), checkpoint
 
 
-
 def run_oracle(run: str | Path) -> tuple[ExperimentConfig, list[list[str]]]:
     """A finished train_qmix.py run's config and its fixed oracle's sequence (action names,
     round by round), from its results.json."""
@@ -241,6 +240,7 @@ def oracle_sequences(runs: Sequence[str | Path], env: EnvConfig, env_of: str) ->
         if sequence not in sequences.values():
             sequences[f"oracle_fixed of {run}"] = sequence
     return sequences
+
 
 def agent_from_checkpoint(checkpoint: dict[str, Any], cfg: ExperimentConfig, obs_dim: int,
                           device: torch.device | str = "cpu") -> AgentQNetwork:
