@@ -65,7 +65,6 @@ def test_runs_are_scored_on_common_episodes_and_the_best_is_picked(runs):
     assert f"selected: {best}" in report and str(runs[0]) in report and str(runs[1]) in report
 
 
-
 def _copy_with_oracle(run: Path, to: Path, sequence) -> Path:
     """A copy of ``run`` (checkpoint and results.json) whose oracle search picked ``sequence``."""
     to.mkdir()
@@ -113,6 +112,7 @@ def test_oracles_need_results_json(runs, tmp_path):
     assert set(without["reward"]) == {str(runs[0]), str(tmp_path)} and "oracles" not in without
     with pytest.raises(ConfigError, match="no results.json"):
         select_run.select_run([runs[0], tmp_path], EPISODES, progress=False, oracles=True)
+
 
 def test_runs_of_different_envs_are_refused(runs, tmp_path):
     checkpoint = torch.load(runs[1] / "checkpoint.pt", map_location="cpu", weights_only=False)
