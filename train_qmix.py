@@ -7,11 +7,12 @@ learned policy with every fixed topology on held-out tasks.
     python train_qmix.py --config configs/qmix_small.yaml  # the settings that converge on the simulated team
 
 Writes to --out: TensorBoard logs, checkpoint.pt (every train.checkpoint_every episodes and at
-the end), results.json and PNG pictures (learning_curves.png, action_distribution.png,
-topology_examples.png; see write_pictures); prints a comparison table at the end, with QMIX's
-reward minus each policy's on the same held-out episodes and its paired standard error
-(results.json["qmix_minus"]). With ``train.validate_every`` the evaluated "qmix" is the network
-that scored best on the validation episodes (train split), and "qmix_last" the final one.
+the end), config.json, results.json and PNG pictures (learning_curves.png, action_distribution.png,
+topology_examples.png; see write_pictures); prints a comparison table at the end (accuracy in
+points), with QMIX's reward minus each policy's on the same held-out episodes and its paired
+standard error (results.json["qmix_minus"]), then what it scored and every file it wrote. With
+``train.validate_every`` the evaluated "qmix" is the network that scored best on the validation
+episodes (train split), and "qmix_last" the final one.
 """
 from __future__ import annotations
 
@@ -40,7 +41,9 @@ from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner, EpisodeStats
 from learners.schedules import epsilon_at, lr_at
 from topo_env.actions import N_ACTIONS
-from topo_env.baselines import BASELINES, FIXED_BASELINES, SequencePolicy, format_table, make_baseline
+from topo_env.baselines import BASELINES, FIXED_BASELINES, SequencePolicy, make_baseline
+from topo_env.cli import (OneLineParser, closing_note, format_table, points, positive_int, run_main,
+                          standard_error_note)
 from topo_env.config import ConfigError
 from topo_env.env import TopologyParallelEnv
 from topo_env.plots import draw_episodes, plot_action_distribution, plot_learning_curves, save_figure
@@ -49,14 +52,25 @@ from topo_env.plots import draw_episodes, plot_action_distribution, plot_learnin
 RESUME_OVERRIDABLE = frozenset({"train.token_budget", "train.eval_episodes", "train.checkpoint_every",
                                 "train.oracle_samples"})
 """Keys that ``--set`` may change on ``--resume`` (the rest would make it another experiment)."""
+PROG = "python train_qmix.py"
+CONFIG_KEYS_HELP = """\
+where every config key is documented:
+  env:          topo_env/config.py, class EnvConfig (team, rounds, reward, adversaries, ...)
+  env.backend:  topo_env/backends.py (sim: SimBackendConfig; llm: LLMBackendConfig: model, base_url, dataset, ...)
+  learner:      learners/config.py, class LearnerConfig (QMIX hyperparameters)
+  train:        learners/config.py, class TrainConfig (episodes, seed, evaluation, checkpoints)
+examples: --set learner.lr=1e-3   --set env.backend.base_url=http://127.0.0.1:8080/v1
+"""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0], epilog=CONFIG_KEYS_HELP,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=str(DEFAULT_CONFIG),
                    help="YAML with env/learner/train sections (default: the repository's configs/default.yaml)")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config key")
-    p.add_argument("--episodes", type=int, help="training episodes (overrides train.episodes)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a config key; nested keys with dots (env.backend.model=...); values are YAML")
+    p.add_argument("--episodes", type=positive_int, help="training episodes (overrides train.episodes)")
     p.add_argument("--seed", type=int, help="seed (overrides train.seed)")
     p.add_argument("--out", help="output directory (default runs/qmix-<profile>-seed<seed>)")
     p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its checkpoint")
@@ -66,8 +80,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def setting_name(cfg: ExperimentConfig) -> str:
-    """The simulated profile, or the domain of a real LLM team."""
-    return cfg.env.profile if cfg.env.backend == "sim" else f"llm-{cfg.env.domain}"
+    """The simulated profile, or ``<backend kind>-<domain>`` for another team (``llm-reasoning``)."""
+    return cfg.env.profile if cfg.env.backend.kind == "sim" else f"{cfg.env.backend.kind}-{cfg.env.domain}"
 
 
 def episode_rng(seed: int, stream: int, episode: int) -> np.random.Generator:
@@ -141,8 +155,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume:
         out_dir = Path(args.resume)
         for text in args.set:  # a resumed run is the same experiment: only its bookkeeping may change
-            if text.split("=", 1)[0] not in RESUME_OVERRIDABLE:
-                raise ConfigError(f"--set {text!r} with --resume: only {sorted(RESUME_OVERRIDABLE)} may change")
+            key = text.split("=", 1)[0]
+            if key not in RESUME_OVERRIDABLE:
+                raise ConfigError(f"--set {key}=... with --resume: only {sorted(RESUME_OVERRIDABLE)} may change")
+        if not (out_dir / "checkpoint.pt").is_file():
+            what = "has no checkpoint.pt" if out_dir.is_dir() else "does not exist"
+            raise ConfigError(f"--resume {str(out_dir)!r}: the directory {what}; give the --out directory of a "
+                              "train_qmix.py run that saved a checkpoint")
         checkpoint = torch.load(out_dir / "checkpoint.pt", weights_only=False)
         overrides = list(args.set) + ([f"train.episodes={args.episodes}"] if args.episodes else [])
         cfg = load_experiment(None, overrides=_flatten(checkpoint["config"]) + overrides)
@@ -260,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         results[policy.name], traces[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes,
                                                              seed=eval_seed, split="eval", progress=not args.no_progress)
     # (the oracle searches a fixed adversary placement only: none for adversary_position="random")
-    if (cfg.env.backend == "sim" and n == 3 and rounds <= 2 and cfg.train.oracle_samples > 0
+    if (cfg.env.backend.kind == "sim" and n == 3 and rounds <= 2 and cfg.train.oracle_samples > 0
             and cfg.env.adversary_position == "fixed"):
         from topo_env.oracle import actions_from_names, search
 
@@ -287,22 +306,30 @@ def main(argv: list[str] | None = None) -> int:
                                  "history": validation["history"], "selected_episode": validation["best"]["episode"],
                                  "selected_reward": validation["best"]["reward"]}
     (out_dir / "results.json").write_text(json.dumps(summary, indent=2))
-    if not args.no_pictures:
-        write_pictures(out_dir, cfg, curves, results, traces["qmix"][:12], writer)
+    pictures = [] if args.no_pictures else write_pictures(out_dir, cfg, curves, results, traces["qmix"][:12], writer)
     writer.close()
 
-    rows = [{"policy": k, "reward": v["reward"], "accuracy": v.get("accuracy", ""),
+    rows = [{"policy": k, "reward": v["reward"], "accuracy (pts)": points(v["accuracy"]),
              "tokens/task": v.get("tokens_per_task", ""), "density": v.get("density", ""),
              "qmix - policy (SE)": f"{paired[k]['mean']:+.4f} ({paired[k]['se']:.4f})" if k in paired else ""}
             for k, v in results.items()]
     print(f"\nHeld-out evaluation ({cfg.train.eval_episodes} episodes, {setting_name(cfg)}, N={n}, T={rounds}):")
-    print(format_table(rows, ("policy", "reward", "accuracy", "tokens/task", "density", "qmix - policy (SE)")))
+    print(format_table(rows, ("policy", "reward", "accuracy (pts)", "tokens/task", "density", "qmix - policy (SE)")))
     if cfg.train.validate_every:
         best = validation["best"]
         print(f"qmix: the network of episode {best['episode']} (best of {len(validation['history'])} validation "
               f"checks, reward {best['reward']:.4f} on {cfg.train.validate_episodes} train-split episodes)"
               + ("; qmix_last: the network at the end of training" if policy_agent is not learner.agent else ""))
-    print(f"results: {out_dir / 'results.json'}")
+    source = f"the run resumed from {args.resume}" if args.resume else f"config {args.config}"
+    notes = [f"reward = {cfg.env.w_acc:g} x accuracy - {cfg.env.w_tok:g} x min(tokens / {cfg.env.max_tokens}, 1) per "
+             "episode: higher is better; accuracy in points (0-100).",
+             standard_error_note("qmix - policy (SE)") + " Above 0: QMIX scored higher."]
+    written = [("results", out_dir / "results.json"), ("config", out_dir / "config.json"),
+               ("checkpoint (continue or evaluate it: --resume / python robustness.py --checkpoint)",
+                out_dir / "checkpoint.pt"),
+               ("TensorBoard logs (tensorboard --logdir)", out_dir)] + [("picture", p) for p in pictures]
+    print("\n" + closing_note(f"{source} on {setting_name(cfg)} (N={n}, T={rounds}, {cfg.train.episodes} training "
+                              f"episodes, seed {seed})", notes, written))
     return 0
 
 
@@ -369,4 +396,4 @@ def write_pictures(out_dir: Path, cfg: ExperimentConfig, curves: list[dict], res
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main, PROG))

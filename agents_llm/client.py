@@ -1,5 +1,6 @@
 """An OpenAI-compatible chat client for agent calls: OpenAI, vLLM, Ollama, llama.cpp's server.
 
+Settings: :class:`topo_env.backends.LLMSettings` (the ``env.backend`` keys of an LLM team).
 One :class:`LLMClient` per team backend wraps one ``openai.AsyncOpenAI`` client (created
 lazily, never pickled). Each call:
 
@@ -8,6 +9,9 @@ lazily, never pickled). Each call:
   server with a per-call timeout, retrying 429s, 5xx, timeouts, connection errors and malformed
   bodies with
   exponential backoff and jitter, and raises one :class:`LLMError` after ``max_retries``;
+* fails at once with :class:`ServerUnreachable` (one line; for a local address the command that
+  starts the local server) when the very first connection is refused: a wrong address or a
+  server not started, which retrying cannot fix;
 * counts tokens from the response's ``usage`` (prompt + completion, reasoning tokens when the
   server reports them); without usage it estimates them and marks the result ``estimated``.
 
@@ -20,64 +24,39 @@ import asyncio
 import math
 import os
 import random
-from dataclasses import dataclass, field
+import socket
 from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
 import openai
 
 from agents_llm.cache import ResponseCache, request_key
+from topo_env.backends import BackendUnavailable, LLMSettings
 
 RETRYABLE = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError, openai.APIConnectionError)
+LOCAL_HOSTS = ("localhost", "::1", "0.0.0.0")
 
 
 class LLMError(RuntimeError):
     """A call that failed for good (after retries, or with a non-retryable error)."""
 
 
-@dataclass(frozen=True)
-class LLMConfig:
-    """Where and how to call the model.
+class ServerUnreachable(LLMError, BackendUnavailable):
+    """No server answers at the configured address (connection refused or host unknown) before
+    any call succeeded: retrying would only delay the same failure."""
 
-    ``base_url`` / ``api_key`` default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``. Sampling:
-    ``temperature``, ``top_p``, ``max_tokens`` (completion), ``seed`` (sent when not None).
-    Robustness: ``timeout_s`` per call, ``max_retries``, ``backoff_s`` (first wait, doubled
-    each retry, with jitter), ``max_concurrency`` (calls in flight). ``cache_path``: sqlite
-    response cache, None to turn caching off.
-    """
 
-    model: str
-    base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_tokens: int = 512
-    seed: int | None = None
-    timeout_s: float = 60.0
-    max_retries: int = 4
-    backoff_s: float = 0.5
-    max_concurrency: int = 8
-    cache_path: str | None = ".cache/llm_responses.sqlite"
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.model, str) or not self.model:
-            raise ValueError(f"llm.model={self.model!r}: must be a non-empty model name")
-        for key in ("timeout_s", "backoff_s"):
-            if not getattr(self, key) > 0:
-                raise ValueError(f"llm.{key}={getattr(self, key)!r}: must be > 0")
-        for key in ("max_tokens", "max_concurrency"):
-            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
-                raise ValueError(f"llm.{key}={getattr(self, key)!r}: must be an integer >= 1")
-        if not isinstance(self.max_retries, int) or self.max_retries < 0:
-            raise ValueError(f"llm.max_retries={self.max_retries!r}: must be an integer >= 0")
-
-    def resolved_base_url(self) -> str:
-        return self.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
-
-    def sampling(self) -> dict[str, Any]:
-        params = {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}
-        if self.seed is not None:
-            params["seed"] = self.seed
-        return params
+def unreachable_message(base_url: str) -> str:
+    """One line naming ``base_url`` and what to do: for a local address, the command that
+    starts the local server on its port."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    if host in LOCAL_HOSTS or host.startswith("127."):
+        port = parts.port or 8080
+        return (f"no LLM server is listening at {base_url}: start one with `python -m agents_llm.local_server "
+                f"--port {port}` (or point env.backend.base_url at a running server)")
+    return (f"cannot connect to the LLM server at {base_url}: check env.backend.base_url (or OPENAI_BASE_URL) "
+            "and the network")
 
 
 class ChatResult(NamedTuple):
@@ -99,7 +78,7 @@ def estimate_tokens(text: str) -> int:
 class LLMClient:
     """Concurrent, retried, cached chat completions against one OpenAI-compatible server."""
 
-    def __init__(self, config: LLMConfig):
+    def __init__(self, config: LLMSettings):
         self.config = config
         self._client: openai.AsyncOpenAI | None = None
         self._slots: asyncio.Semaphore | None = None
@@ -107,6 +86,7 @@ class LLMClient:
         self._cache = ResponseCache(config.cache_path) if config.cache_path else None
         self._jitter = random.Random(0)
         self.calls_made = 0  # requests sent by this client, retries included (cache hits excluded)
+        self.reached = False  # a call has succeeded: later refusals are outages to retry, not a wrong address
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -154,9 +134,12 @@ class LLMClient:
                     self._openai().chat.completions.create(model=cfg.model, messages=messages, **params),
                     timeout=cfg.timeout_s,
                 )
+                self.reached = True
                 return _to_result(response, messages)
             except (asyncio.TimeoutError, ValueError, openai.APIResponseValidationError, *RETRYABLE) as err:
                 # ValueError: a body that is not the JSON it should be (a glitching server)
+                if not self.reached and _refused(err):
+                    raise ServerUnreachable(unreachable_message(cfg.resolved_base_url())) from None
                 last = err
                 if attempt == cfg.max_retries:
                     break
@@ -167,6 +150,18 @@ class LLMClient:
                                f"{type(err).__name__}") from None
         raise LLMError(f"{cfg.resolved_base_url()} model {cfg.model!r}: gave up after {cfg.max_retries + 1} "
                        f"attempt(s): {type(last).__name__}") from None
+
+
+def _refused(err: BaseException) -> bool:
+    """Whether ``err`` is a failed connect (refused, host unknown), not a slow or broken reply."""
+    if not isinstance(err, openai.APIConnectionError) or isinstance(err, openai.APITimeoutError):
+        return False
+    cause: BaseException | None = err
+    while cause is not None:
+        if isinstance(cause, (ConnectionRefusedError, socket.gaierror)):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _to_result(response: Any, messages: list[dict[str, str]]) -> ChatResult:

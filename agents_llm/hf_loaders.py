@@ -31,11 +31,12 @@ the lettered options (:func:`agents_llm.tasks.format_choices`), the same layout 
 LiveCodeBench
 -------------
 ``prompt`` is ``question_content``, followed by the starter code in a python fence when
-there is any. ``tests`` is a self-contained Python **harness program** built from the test
-cases (``public_test_cases`` is a JSON string: a list of ``{"input", "output", "testtype"}``);
-it follows LiveCodeBench's own runner (``lcb_runner/evaluation/testing_util.py``), stops at
-the first failing case, prints one line per passed case and the failure (on stderr), and
-exits 0 only when every case passes:
+there is any. ``tests`` is a self-contained Python **harness program**: the test cases
+(``public_test_cases`` is a JSON string: a list of ``{"input", "output", "testtype"}``) as one
+data line, then the text of :mod:`agents_llm.lcb_harness` (which starts
+:mod:`agents_llm.lcb_functional_worker` for functional cases). It follows LiveCodeBench's own
+runner (``lcb_runner/evaluation/testing_util.py``), stops at the first failing case, prints one
+line per passed case and the failure (on stderr), and exits 0 only when every case passes:
 
 * ``testtype == "stdin"``: the candidate program is run in a child process (the current
   interpreter) with ``input`` on stdin; it passes when its stdout equals ``output`` after
@@ -89,8 +90,10 @@ Nothing here touches the network at import time; ``datasets`` is imported lazily
 """
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from agents_llm.tasks import choice_letters, format_choices
@@ -226,242 +229,23 @@ _CALL_PRELUDE = ("".join(f"from {m} import *\n" for m in _PRELUDE_STAR_MODULES)
                  + "".join(f"import {m}\n" for m in _PRELUDE_MODULES)
                  + "sys.setrecursionlimit(50000)\n")
 
-# Runs in its own process: ``python -c _FUNCTIONAL_WORKER <report fd>``, the job (JSON) on
-# stdin. It reports JSON lines on the report fd: {"event": "load_error"|"loaded"|"start"|
-# "result"|"done", ...}; the harness enforces the time limits and decides.
-_FUNCTIONAL_WORKER = r'''
-import json
-import os
-import sys
-import time
-import traceback
-import types
 
-
-def _short(value, limit=300):
-    try:
-        text = value if isinstance(value, str) else repr(value)
-    except BaseException as exc:  # e.g. an int too large to print
-        text = f"<{type(value).__name__} that cannot be shown: {type(exc).__name__}>"
-    return text if len(text) <= limit else text[: limit // 2] + " ...(truncated)... " + text[-limit // 2:]
-
-
-def _describe(exc):
-    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    return "".join(lines)[-1500:].rstrip()
-
-
-def main():
-    report = os.fdopen(int(sys.argv[1]), "w", encoding="utf-8", buffering=1)
-
-    def send(**message):
-        report.write(json.dumps(message) + "\n")
-        report.flush()
-
-    job = json.loads(sys.stdin.read())
-    sys.stdin = open(os.devnull, encoding="utf-8")  # the candidate's input() sees end of file
-    source, func_name = job["source"], job["func_name"]
-    module = types.ModuleType("tmp_sol")  # not "__main__": a main guard does not run
-    try:
-        exec(compile(job["prelude"], "<livecodebench prelude>", "exec"), module.__dict__)
-        exec(compile(source, "candidate.py", "exec"), module.__dict__)
-        target = module.Solution() if "class Solution" in source else module
-    except BaseException as exc:
-        send(event="load_error", detail=_describe(exc))
-        return
-    method = getattr(target, func_name, None)
-    if not callable(method):
-        where = "class Solution" if target is not module else "the candidate (top level)"
-        send(event="load_error", detail=f"{where} defines no callable {func_name!r}")
-        return
-    send(event="loaded")
-    for position, (raw_input, raw_output) in enumerate(job["cases"]):
-        args = [json.loads(line) for line in raw_input.split("\n")]
-        expected = json.loads(raw_output)
-        send(event="start", case=position)
-        start = time.perf_counter()
-        try:
-            prediction = method(*args)
-        except BaseException as exc:
-            send(event="result", case=position, status="error", seconds=time.perf_counter() - start,
-                 detail=_describe(exc))
-            return
-        seconds = time.perf_counter() - start
-        if isinstance(prediction, tuple):  # LiveCodeBench: a tuple counts as a list (top level only)
-            prediction = list(prediction)
-        try:
-            same = bool(prediction == expected)
-        except BaseException as exc:
-            send(event="result", case=position, status="error", seconds=seconds,
-                 detail="comparing the result failed: " + _describe(exc))
-            return
-        if not same:
-            send(event="result", case=position, status="wrong", seconds=seconds,
-                 detail=f"wrong answer\nexpected: {_short(raw_output)}\ngot: {_short(prediction)}")
-            return
-        send(event="result", case=position, status="pass", seconds=seconds)
-    send(event="done")
-
-
-main()
-'''
-
-_HARNESS_BODY = r'''
-import json as _json
-import os as _os
-import select as _select
-import subprocess as _sp
-import sys as _sys
-import tempfile as _tempfile
-import time as _time
-
-
-def _norm(text):
-    return [line.strip() for line in text.strip().splitlines()]
-
-
-def _stdin_case(stdin, expected):
-    """None when the candidate program maps ``stdin`` to ``expected``, else why not."""
-    try:
-        proc = _sp.run([_sys.executable, "candidate.py"], input=stdin, capture_output=True,
-                       text=True, timeout=_PER_CASE_TIMEOUT_S)
-    except _sp.TimeoutExpired:
-        return f"timeout after {_PER_CASE_TIMEOUT_S} s"
-    if proc.returncode != 0:
-        return f"exit status {proc.returncode}\n{proc.stderr[-2000:]}"
-    if _norm(proc.stdout) != _norm(expected):
-        return f"wrong output\nexpected: {expected[:500]!r}\ngot: {proc.stdout[:500]!r}"
-    return None
-
-
-def _worker_gone(proc, err, what):
-    proc.wait()
-    err.seek(0)
-    tail = err.read()[-1500:].decode("utf-8", "replace").rstrip()
-    return f"the worker process exited (status {proc.returncode}) {what}" + (f"\n{tail}" if tail else "")
-
-
-def _follow_worker(proc, fd, err, passed):
-    """Read the worker's reports, enforcing the time limits; print each passed case.
-    Returns None when every case passed, else (case index or None, reason)."""
-    buffer = b""
-    index = None  # the running case (its index in the task's case list); None while loading
-    deadline = _time.monotonic() + _PER_CASE_TIMEOUT_S
-    while True:
-        while b"\n" not in buffer:
-            remaining = deadline - _time.monotonic()
-            if remaining <= 0:
-                what = f"timeout after {_PER_CASE_TIMEOUT_S} s"
-                return index, (what if index is not None else "loading the candidate: " + what)
-            ready, _, _ = _select.select([fd], [], [], min(remaining, 0.5))
-            if not ready:
-                if proc.poll() is None or _select.select([fd], [], [], 0)[0]:
-                    continue
-                chunk = b""  # exited, pipe kept open by a child of its own: nothing more will come
-            else:
-                chunk = _os.read(fd, 65536)
-            if not chunk:
-                what = "while loading the candidate" if index is None else "during the case"
-                return index, _worker_gone(proc, err, what)
-            buffer += chunk
-        line, buffer = buffer.split(b"\n", 1)
-        try:
-            message = _json.loads(line)
-            event = message["event"]
-        except (ValueError, KeyError, TypeError):
-            return index, f"malformed report from the worker: {line[:200]!r}"
-        if event == "load_error":
-            return None, "could not load the candidate:\n" + message["detail"]
-        if event == "start":
-            index = _FUNCTIONAL_CASES[message["case"]][0]
-        elif event == "result":
-            if message["status"] != "pass":
-                return index, message["detail"]
-            print(f"case {index} (functional): passed in {message['seconds']:.3f} s", flush=True)
-            passed.append(index)
-        elif event == "done":
-            return None
-        deadline = _time.monotonic() + _PER_CASE_TIMEOUT_S
-
-
-def _functional_cases(source, passed):
-    job = _json.dumps({"source": source, "func_name": _FUNC_NAME, "prelude": _CALL_PRELUDE,
-                       "cases": [[inp, out] for _, inp, out in _FUNCTIONAL_CASES]}).encode("utf-8")
-    read_fd, write_fd = _os.pipe()
-    with _tempfile.TemporaryFile() as err:
-        try:
-            proc = _sp.Popen([_sys.executable, "-c", _FUNCTIONAL_WORKER, str(write_fd)], stdin=_sp.PIPE,
-                             stdout=_sp.DEVNULL, stderr=err, pass_fds=(write_fd,))
-        finally:
-            _os.close(write_fd)
-        try:
-            try:
-                proc.stdin.write(job)
-                proc.stdin.close()
-            except BrokenPipeError:
-                pass  # the worker died at start: its reports end, which says so
-            return _follow_worker(proc, read_fd, err, passed)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-            _os.close(read_fd)
-
-
-def _run_cases():
-    try:
-        source = CANDIDATE_SOURCE
-    except NameError:
-        print("harness error: CANDIDATE_SOURCE is not defined; build the program with "
-              "agents_llm.hf_loaders.build_test_program", file=_sys.stderr)
-        return 3
-    total = len(_STDIN_CASES) + len(_FUNCTIONAL_CASES)
-    if not total:
-        print("UNSUPPORTED: this problem has no test case to run", file=_sys.stderr)
-        return 2
-    passed = []
-    failure = None
-    if _STDIN_CASES:
-        with open("candidate.py", "w", encoding="utf-8") as fh:
-            fh.write(source)
-        for index, stdin, expected in _STDIN_CASES:
-            start = _time.monotonic()
-            reason = _stdin_case(stdin, expected)
-            if reason is not None:
-                failure = (index, "stdin", reason)
-                break
-            print(f"case {index} (stdin): passed in {_time.monotonic() - start:.3f} s", flush=True)
-            passed.append(index)
-    if failure is None and _FUNCTIONAL_CASES:
-        result = _functional_cases(source, passed)
-        if result is not None:
-            failure = (result[0], "functional", result[1])
-    if failure is not None:
-        index, kind, reason = failure
-        where = f"case {index} ({kind})" if index is not None else f"{kind} cases"
-        print(f"{where}: {reason}", file=_sys.stderr)
-        print(f"FAILED: {where}; {len(passed)} of {total} case(s) passed before it", file=_sys.stderr)
-        return 1
-    print(f"passed {total} case(s)")
-    return 0
-
-
-_sys.exit(_run_cases())
-'''
+@functools.lru_cache(maxsize=None)
+def _module_text(filename: str) -> str:
+    """The text of a module of this package that runs inside the sandbox, where no installed package is sure to
+    be importable: :mod:`agents_llm.lcb_harness` and :mod:`agents_llm.lcb_functional_worker`."""
+    return Path(__file__).with_name(filename).read_text(encoding="utf-8")
 
 
 def _harness(stdin_cases: list[tuple[int, str, str]], functional_cases: list[tuple[int, str, str]],
              func_name: str | None) -> str:
-    """The harness program text (needs ``CANDIDATE_SOURCE`` defined before it); cases are
-    ``(index in the task's case list, input, output)``."""
-    return ("\n# ---- LiveCodeBench test harness (generated by agents_llm.hf_loaders) ----\n"
-            f"_STDIN_CASES = {stdin_cases!r}\n"
-            f"_FUNCTIONAL_CASES = {functional_cases!r}\n"
-            f"_FUNC_NAME = {func_name!r}\n"
-            f"_PER_CASE_TIMEOUT_S = {PER_CASE_TIMEOUT_S!r}\n"
-            f"_CALL_PRELUDE = {_CALL_PRELUDE!r}\n"
-            f"_FUNCTIONAL_WORKER = {_FUNCTIONAL_WORKER!r}\n"
-            + _HARNESS_BODY)
+    """The harness program (needs ``CANDIDATE_SOURCE`` defined before it): one data line, ``HARNESS_CONFIG``,
+    then the text of :mod:`agents_llm.lcb_harness`. Cases are ``(index in the task's case list, input, output)``."""
+    config = {"stdin_cases": stdin_cases, "functional_cases": functional_cases, "func_name": func_name,
+              "per_case_timeout_s": PER_CASE_TIMEOUT_S, "call_prelude": _CALL_PRELUDE,
+              "worker_source": _module_text("lcb_functional_worker.py") if functional_cases else None}
+    return ("\n# ---- LiveCodeBench test harness (agents_llm/lcb_harness.py, made by agents_llm.hf_loaders) ----\n"
+            f"HARNESS_CONFIG = {config!r}\n" + _module_text("lcb_harness.py"))
 
 
 def _livecodebench(rec: Mapping[str, Any], index: int) -> Task:

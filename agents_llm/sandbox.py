@@ -31,9 +31,10 @@ Isolation modes
 ---------------
 **Full isolation** (``network_isolation_available()`` is True: running as root, and the kernel
 lets us create namespaces; checked once per interpreter with a tiny probe process and cached).
-A small bootstrap (``python -I -c ...``, running as root) calls ``unshare(2)`` for new network,
-mount, PID, IPC and UTS namespaces (the same system call ``unshare -n`` makes) and forks an
-``init`` that is PID 1 of the new PID namespace. Still as root, ``init``
+A small bootstrap (:mod:`agents_llm.sandbox_boot`, run by its path with ``python -I``, as root)
+calls ``unshare(2)`` for new network, mount, PID, IPC and UTS namespaces (the same system call
+``unshare -n`` makes) and forks an ``init`` that is PID 1 of the new PID namespace. Still as root,
+``init``
 
 * mounts a fresh, size-limited tmpfs (``max_file_mb``) over ``/tmp``, ``/var/tmp``, ``/dev/shm``
   and ``/run/lock`` (the world-writable places), so anything written there lands in a throwaway
@@ -113,6 +114,9 @@ _WORKDIR_MIN_QUOTA_MB = 64   # isolated mode: the working directory's tmpfs hold
 _GRACE_AFTER_EXIT_S = 0.5   # drain time once the child has exited but a straggler holds a pipe
 _TERM_GRACE_S = 2.0         # time the bootstrap gets to tear its namespace down on timeout
 _PROBE_TIMEOUT_S = 10.0
+# The child side (agents_llm/sandbox_boot.py), run by its path: isolated mode (-I) ignores PYTHONPATH and the
+# current directory, so ``-m`` would need an installed package; the file needs the standard library only.
+_BOOT_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_boot.py")
 
 
 @dataclass(frozen=True)
@@ -128,226 +132,11 @@ class ExecutionResult:
     network_isolated: bool   # True when it ran in a fresh network namespace
 
 
-# --------------------------------------------------------------------------------------------
-# The bootstrap: runs in the child (python -I -c _BOOTSTRAP CONFIG_JSON), as the caller's user.
-# --------------------------------------------------------------------------------------------
-_BOOTSTRAP = r'''
-import ctypes, json, os, resource, signal, sys
-
-CFG = json.loads(sys.argv[1])
-CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
-CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
-_libc = None
-
-
-def fail(msg, code=125):
-    try:
-        os.write(2, ("sandbox: " + msg + "\n").encode("utf-8", "replace"))
-    finally:
-        os._exit(code)
-
-
-def libc():
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.mount.argtypes = (ctypes.c_char_p,) * 3 + (ctypes.c_ulong, ctypes.c_char_p)
-        _libc.unshare.argtypes = (ctypes.c_int,)
-        _libc.prctl.argtypes = (ctypes.c_int,) + (ctypes.c_ulong,) * 4
-    return _libc
-
-
-def check(ret, what):
-    if ret != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, "%s: %s" % (what, os.strerror(err)))
-
-
-def mount(src, target, fstype, flags, data=None):
-    enc = lambda s: None if s is None else s.encode()
-    check(libc().mount(enc(src), enc(target), enc(fstype), flags, enc(data)), "mount " + target)
-
-
-def drop_privileges():
-    if CFG["uid"] is not None:
-        os.setgroups([])
-        os.setresgid(CFG["gid"], CFG["gid"], CFG["gid"])
-        os.setresuid(CFG["uid"], CFG["uid"], CFG["uid"])
-    check(libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
-
-
-def apply_limits():
-    for name, soft, hard in CFG["rlimits"]:
-        res = getattr(resource, name)
-        cur_hard = resource.getrlimit(res)[1]
-        if cur_hard != resource.RLIM_INFINITY:
-            hard = min(hard, cur_hard)
-        resource.setrlimit(res, (min(soft, hard), hard))
-
-
-def exec_user():
-    try:
-        os.execve(CFG["python"], CFG["argv"], os.environ)
-    except BaseException as exc:
-        fail("cannot start the interpreter: %r" % (exc,), 127)
-
-
-def setup_mounts():
-    mount(None, "/", None, MS_REC | MS_PRIVATE)
-    workdir = CFG["workdir"]
-    with open(os.path.join(workdir, "main.py"), "rb") as fh:
-        main_py = fh.read()
-    fds = [os.open(k["path"], os.O_RDONLY | os.O_DIRECTORY) for k in CFG["keep"]]
-    for cover in CFG["covers"]:
-        mount("tmpfs", cover["path"], "tmpfs", MS_NOSUID | MS_NODEV, cover["options"])
-    for keep, fd in zip(CFG["keep"], fds):
-        if keep["shadowed"]:
-            os.makedirs(keep["path"], mode=0o755, exist_ok=True)
-            os.fchdir(fd)   # the covered original, reachable through the descriptor only
-            mount(".", keep["path"], None, MS_BIND | MS_REC)
-            if keep["readonly"]:
-                try:
-                    mount(None, keep["path"], None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-                except OSError:
-                    pass   # defence in depth only: the prefix is root-owned anyway
-        os.close(fd)
-    # The working directory is a private, size-limited tmpfs at the same path: nothing the
-    # program writes reaches the host's disk.
-    os.makedirs(workdir, mode=0o755, exist_ok=True)
-    mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV, CFG["workdir_options"])
-    fd = os.open(os.path.join(workdir, "main.py"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    view = memoryview(main_py)
-    while view:
-        view = view[os.write(fd, view):]
-    if CFG["uid"] is not None:
-        os.fchown(fd, CFG["uid"], CFG["gid"])
-    os.close(fd)
-    try:
-        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    except OSError:
-        pass
-
-
-def run_init(status_w):
-    """PID 1 of the new PID namespace: set up, drop privileges, fork the program, reap."""
-    try:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)   # PID 1 with SIG_DFL ignores them from inside
-        setup_mounts()
-        os.chdir(CFG["workdir"])
-        drop_privileges()
-        check(libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
-        apply_limits()
-        child = os.fork()
-    except BaseException as exc:
-        fail("setup failed: %r" % (exc,))
-    if child == 0:
-        os.close(status_w)
-        exec_user()
-    status = None
-    while True:
-        try:
-            pid, st = os.wait()
-        except ChildProcessError:
-            break
-        if pid == child:
-            status = st
-            break
-    if status is not None:
-        os.write(status_w, str(status).encode())
-    os._exit(0)   # the kernel now kills whatever is left in the namespace
-
-
-def relay(status):
-    """Exit the way the user program did (same code, or killed by the same signal)."""
-    if os.WIFEXITED(status):
-        os._exit(os.WEXITSTATUS(status))
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-        os._exit(128 + sig)
-    os._exit(125)
-
-
-def run_isolated():
-    state = {"child": None, "pending": False}
-
-    def on_signal(signum, frame):
-        if state["child"]:
-            os.kill(state["child"], signal.SIGKILL)   # forced into the namespace's init
-        else:
-            state["pending"] = True
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, on_signal)
-    status_r, status_w = os.pipe()
-    try:
-        check(libc().unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS),
-              "unshare")
-        child = os.fork()
-    except BaseException as exc:
-        fail("setup failed: %r" % (exc,))
-    if child == 0:
-        os.close(status_r)
-        run_init(status_w)
-    state["child"] = child
-    os.close(status_w)
-    if state["pending"]:
-        os.kill(child, signal.SIGKILL)
-    while True:
-        try:
-            os.waitpid(child, 0)
-        except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
-        break
-    data = os.read(status_r, 64)
-    if not data:   # init died before the program finished (killed on timeout, or setup failed)
-        os._exit(125)
-    relay(int(data))
-
-
-if CFG["isolate"]:
-    run_isolated()
-else:
-    try:
-        os.chdir(CFG["workdir"])
-        drop_privileges()
-        apply_limits()
-    except BaseException as exc:
-        fail("setup failed: %r" % (exc,))
-    exec_user()
-'''
-
-# Small probe: can this process create the namespaces and mount in them?
-_PROBE = r'''
-import ctypes, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mount.argtypes = (ctypes.c_char_p,) * 3 + (ctypes.c_ulong, ctypes.c_char_p)
-if libc.unshare(0x40000000 | 0x00020000 | 0x20000000 | 0x08000000 | 0x04000000) != 0:
-    sys.exit(1)
-if libc.mount(None, b"/", None, 16384 | (1 << 18), None) != 0:
-    sys.exit(2)
-pid = os.fork()
-if pid == 0:
-    ok = libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 6, b"size=1m") == 0
-    os._exit(0 if ok else 3)
-_, st = os.waitpid(pid, 0)
-sys.exit(os.waitstatus_to_exitcode(st))
-'''
-
-
 @functools.lru_cache(maxsize=None)
 def _namespaces_work(executable: str) -> bool:
     """Whether ``executable`` (run as the current user) can create the sandbox namespaces."""
     try:
-        proc = subprocess.run([executable, "-I", "-c", _PROBE], stdin=subprocess.DEVNULL,
+        proc = subprocess.run([executable, "-I", "-B", _BOOT_SCRIPT, "probe"], stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                               timeout=_PROBE_TIMEOUT_S, start_new_session=True)
@@ -732,7 +521,7 @@ def _execute(code: str, *, timeout_s: float, rlimits: list, max_file_mb: int, st
                   "covers": covers, "keep": keep, "workdir_options": _tmpfs_options(
                       max(_WORKDIR_MIN_QUOTA_MB, 4 * max_file_mb), 16384, "0700", uid)}
         start = time.monotonic()
-        proc = subprocess.Popen([python, "-I", "-c", _BOOTSTRAP, json.dumps(config)],
+        proc = subprocess.Popen([python, "-I", "-B", _BOOT_SCRIPT, "run", json.dumps(config)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 cwd=workdir, env=env, start_new_session=True, close_fds=True)
         pump = _Pump(proc, stdin.encode("utf-8"))

@@ -279,49 +279,20 @@ def _normalize_text(s: str) -> str:
     return re.sub(r"\s+", " ", s).strip().strip(".").strip().lower()
 
 
-# ---- math-verify in a worker process ------------------------------------------------
-_WORKER_SRC = r"""
-import json, os, signal, sys
-try:  # Linux: die with the parent, even in the middle of a long computation
-    import ctypes
-    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-except Exception:
-    pass
-proto = os.fdopen(os.dup(1), "w", buffering=1)
-os.dup2(2, 1)  # anything the libraries print goes to stderr, not into the protocol
-try:
-    import logging
-    logging.disable(logging.CRITICAL)
-    from math_verify import parse, verify
-    verify(parse("\\boxed{\\frac{1}{2}}", parsing_timeout=None), parse("$0.5$", parsing_timeout=None),
-           timeout_seconds=None)  # warm up: lazy imports and grammar loading happen here
-    ok = True
-except Exception as e:  # math-verify missing: the parent falls back to numbers
-    ok = False
-    proto.write(json.dumps({"ready": False, "error": repr(e)}) + "\n")
-if ok:
-    proto.write(json.dumps({"ready": True}) + "\n")
-    for line in sys.stdin:
-        try:
-            req = json.loads(line)
-            gold = parse(req["gold"], parsing_timeout=None)
-            pred = parse(req["pred"], parsing_timeout=None)
-            res = bool(gold) and bool(pred) and bool(verify(gold, pred, timeout_seconds=None))
-            out = {"ok": True, "result": res}
-        except BaseException as e:
-            out = {"ok": False, "error": repr(e)[:500]}
-        proto.write(json.dumps(out) + "\n")
-"""
-
+# ---- math-verify in a worker process (agents_llm/math_verify_worker.py) -------------
+# The worker runs with ``-m`` from the directory that holds this package, so it is the same code as this
+# module's even when the package is used from a checkout that is not installed.
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _STARTUP_TIMEOUT_S = 120.0
 
 
 class _MathWorker:
-    """One ``python -c`` child running math-verify, spoken to by JSON lines."""
+    """One ``python -m agents_llm.math_verify_worker`` child, spoken to by JSON lines."""
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _WORKER_SRC],
+            [sys.executable, "-m", "agents_llm.math_verify_worker"],
+            cwd=_PACKAGE_PARENT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -19,11 +19,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from agents_llm.client import LLMClient, LLMConfig
+from agents_llm.client import LLMClient
 from agents_llm.prompts import agent_messages, decision_messages, parse_reply
 from agents_llm.scoring import build_program, score
-from agents_llm.tasks import split_tasks
+from agents_llm.tasks import load_humaneval, load_jsonl, split_tasks
 from topo_env.backend import AgentCall, AgentReply, Decision, Message, Verdict
+from topo_env.backends import LLMSettings
+from topo_env.config import ConfigError, EnvConfig
 from topo_env.roles import default_personas
 from topo_env.tasks import Task
 
@@ -66,7 +68,7 @@ class LLMTeamBackend:
 
     concurrent = True
 
-    def __init__(self, domain: str, llm: LLMConfig, tasks: TaskPool, roles: Sequence[str],
+    def __init__(self, domain: str, llm: LLMSettings, tasks: TaskPool, roles: Sequence[str],
                  personas: Sequence[str] | None = None):
         self.domain, self.tasks = domain, tasks
         self.client = LLMClient(llm)
@@ -77,8 +79,25 @@ class LLMTeamBackend:
         self.task: Task | None = None
         self._episode_key = 0
 
+    @classmethod
+    def from_config(cls, config: EnvConfig) -> "LLMTeamBackend":
+        """The team ``config.backend`` (an :class:`~topo_env.backends.LLMBackendConfig`) describes:
+        its dataset's ``config.domain`` tasks, ``train_size`` of them for training (at least one
+        held out). The ``"llm"`` factory of :mod:`topo_env.backends`."""
+        backend = config.backend
+        tasks = load_humaneval() if backend.dataset == "humaneval" else load_jsonl(backend.dataset, config.domain)
+        tasks = [t for t in tasks if t.domain == config.domain]
+        if not tasks:
+            raise ConfigError(f"backend.dataset={backend.dataset!r} holds no {config.domain} tasks")
+        pool = TaskPool(tasks, train_size=min(backend.train_size, len(tasks) - 1))
+        return cls(config.domain, backend, pool, config.roles, config.personas)
+
     def sample_task(self, rng: np.random.Generator, split: str) -> Task:
         return self.tasks.sample(rng, split)
+
+    def task_at(self, split: str, index: int) -> Task:
+        """Task ``index`` of ``split`` (modulo the split's size)."""
+        return self.tasks.task(split, index)
 
     def start_episode(self, task: Task, rng: np.random.Generator, n_agents: int, rounds: int) -> None:
         if task.domain != self.domain:

@@ -42,8 +42,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, FakeOpenAIServer([("delay", args.delay, "Answer: A\nConfidence: 0.7")]) as srv:
         data = Path(tmp) / "tasks.jsonl"
         data.write_text("\n".join(json.dumps(r) for r in rows))
-        env = topo_env.parallel_env(backend="llm", domain="reasoning", dataset=str(data), train_size=2, rounds=2,
-                                    llm={"model": "m", "base_url": srv.base_url, "cache_path": None, "max_concurrency": 8})
+        env = topo_env.parallel_env(domain="reasoning", rounds=2,
+                                    backend={"kind": "llm", "model": "m", "base_url": srv.base_url, "cache_path": None,
+                                             "max_concurrency": 8, "dataset": str(data), "train_size": 2})
         env.reset(seed=999)  # warm-up: the client's first connection is not part of the measure
         for joint in JOINT_ACTIONS[0]:
             env.step({f"agent_{i}": a for i, a in enumerate(joint)})

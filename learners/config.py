@@ -1,5 +1,9 @@
 """Typed, validated configuration of a QMIX run: ``env:``, ``learner:`` and ``train:`` sections
-of one YAML file, with ``--set section.key=value`` overrides."""
+of one YAML file, with ``--set section.key=value`` overrides.
+
+Where each key is documented: ``env`` in :class:`topo_env.config.EnvConfig` (its ``backend``
+keys in :mod:`topo_env.backends`), ``learner`` in :class:`LearnerConfig`, ``train`` in
+:class:`TrainConfig`."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 
-from topo_env.config import ConfigError, EnvConfig, load_yaml, parse_yaml
+from topo_env.cli import apply_set, parse_set
+from topo_env.config import ConfigError, EnvConfig, load_yaml
 
 SECTIONS = ("env", "learner", "train")
 
@@ -178,6 +183,9 @@ class ExperimentConfig:
             section = data.get(name) or {}
             if not isinstance(section, dict):
                 raise ConfigError(f"config section {name!r} must be a mapping, got {section!r}")
+            if kind is EnvConfig:  # its own checks: unknown keys, and the keys that moved under env.backend
+                parts[name] = EnvConfig.from_dict(section)
+                continue
             known = {f.name for f in dataclasses.fields(kind)}
             bad = sorted(set(section) - known)
             if bad:
@@ -190,33 +198,20 @@ class ExperimentConfig:
                 "train": dataclasses.asdict(self.train)}
 
 
-def parse_override(text: str) -> tuple[str, str, Any]:
-    """``"learner.lr=1e-3"`` -> ("learner", "lr", 0.001); values are parsed as YAML."""
-    if "=" not in text:
-        raise ConfigError(f"--set {text!r}: expected section.key=value")
-    path, raw = text.split("=", 1)
-    if path.count(".") != 1:
-        raise ConfigError(f"--set {text!r}: the key must be section.key with section in {list(SECTIONS)}")
-    section, key = path.split(".")
-    if section not in SECTIONS:
-        raise ConfigError(f"--set {text!r}: unknown section {section!r}; known: {list(SECTIONS)}")
-    return section, key, parse_yaml(raw)
-
-
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 """The repository's ``configs/default.yaml``: the scripts' default ``--config`` from any working directory."""
 
 
 def load_experiment(path: str | Path | None, overrides: list[str] = ()) -> ExperimentConfig:
-    """Read a YAML config (None: all defaults), apply ``--set`` overrides, validate."""
+    """Read a YAML config (None: all defaults), apply ``--set`` overrides (``section.key=value``,
+    nested keys as ``env.backend.base_url=...``; see :func:`topo_env.cli.parse_set`), validate."""
     data = {} if path is None else load_yaml(path)
     data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
     for text in overrides:
-        section, key, value = parse_override(text)
-        data.setdefault(section, {})
-        if not isinstance(data[section], dict):
-            raise ConfigError(f"config section {section!r} must be a mapping")
-        data[section][key] = value
+        keys, value = parse_set(text, SECTIONS)
+        if not isinstance(data.get(keys[0]) or {}, dict):
+            raise ConfigError(f"config section {keys[0]!r} must be a mapping")
+        apply_set(data, keys, value)
     return ExperimentConfig.from_dict(data)
 
 

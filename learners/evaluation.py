@@ -1,4 +1,4 @@
-"""Held-out evaluation shared by train_qmix.py (results.json) and evaluate.py (robustness.json).
+"""Held-out evaluation shared by train_qmix.py (results.json) and robustness.py (robustness.json).
 
 Every policy, learned or fixed, is scored by the same loop
 (:func:`topo_env.baselines.evaluate_policy`, through the PettingZoo API) on the same seeded
@@ -32,8 +32,8 @@ from learners.agent_network import AgentQNetwork
 from learners.config import ExperimentConfig, load_experiment
 from learners.runner import select_actions
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
-from topo_env.baselines import Policy, evaluate_policy
-from topo_env.config import ConfigError, EnvConfig, env_difference
+from topo_env.baselines import Policy, agent_index, evaluate_policy
+from topo_env.config import ConfigError, nest_legacy_backend
 
 EVAL_SEED_OFFSET = 1_000_000
 """Held-out episode k of a run with seed s uses env seed ``s + EVAL_SEED_OFFSET + k`` (eval split)."""
@@ -102,6 +102,8 @@ class QMIXPolicy:
     (``epsilon > 0``: epsilon-greedy with :func:`learners.runner.select_actions`, seeded by
     ``reset(seed)``). The GRU state is carried over the rounds of an episode."""
 
+    privileged = False
+
     def __init__(self, agent: AgentQNetwork, device: torch.device | str = "cpu", epsilon: float = 0.0,
                  name: str = "qmix"):
         if not 0.0 <= epsilon <= 1.0:
@@ -114,11 +116,11 @@ class QMIXPolicy:
         self._hidden = None
         self._rng = np.random.default_rng(None if seed is None else [int(seed), _QMIX_STREAM])
 
-    def act(self, observations: dict, env) -> dict[str, int]:
-        names = list(env.possible_agents)
+    def act(self, observations: dict, infos: dict) -> dict[str, int]:
+        names = sorted(observations, key=agent_index)
         obs = np.stack([observations[a]["observation"] for a in names])
         mask = np.stack([observations[a]["action_mask"] for a in names]).astype(bool)
-        adjacency = np.asarray(env.adjacency, dtype=np.float32)
+        adjacency = np.stack([infos[a]["sent_to"] for a in names]).astype(np.float32)  # row u: where u's output went
         self.agent.eval()
         if self._hidden is None:
             self._hidden = self.agent.initial_hidden(1, len(names))
@@ -126,7 +128,7 @@ class QMIXPolicy:
             q, self._hidden = self.agent(torch.as_tensor(obs, device=self.device)[None],
                                          torch.as_tensor(adjacency, device=self.device)[None], self._hidden)
         actions = select_actions(q[0].cpu().numpy(), mask, self.epsilon, self._rng)
-        return {a: int(actions[i]) for i, a in enumerate(names) if a in observations}
+        return {a: int(actions[i]) for i, a in enumerate(names)}
 
 
 def summarize_traces(traces: Sequence[EpisodeTrace], rounds: int,
@@ -193,7 +195,9 @@ def paired_differences(traces: dict[str, list[EpisodeTrace]], reference: str = "
 
 
 def config_overrides(config: dict[str, dict[str, Any]]) -> list[str]:
-    """A saved config (``ExperimentConfig.to_dict()``) as ``--set`` overrides (to rebuild it)."""
+    """A saved config (``ExperimentConfig.to_dict()``) as ``--set`` overrides (to rebuild it);
+    runs saved before the backend keys were nested load too."""
+    config = {**config, "env": nest_legacy_backend(config.get("env") or {})}
     return [f"{section}.{key}={json.dumps(value)}" for section, values in config.items() for key, value in values.items()]
 
 
@@ -209,37 +213,6 @@ def load_checkpoint(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Ex
     if not isinstance(checkpoint, dict) or not {"config", "learner"} <= set(checkpoint):
         raise ConfigError(f"{str(file)!r} is not a train_qmix.py checkpoint (needs 'config' and 'learner')")
     return load_experiment(None, config_overrides(checkpoint["config"]) + list(overrides)), checkpoint
-
-
-def run_oracle(run: str | Path) -> tuple[ExperimentConfig, list[list[str]]]:
-    """A finished train_qmix.py run's config and its fixed oracle's sequence (action names,
-    round by round), from its results.json."""
-    run = Path(run)
-    results_file = run / "results.json"
-    if not results_file.is_file():
-        raise ConfigError(f"{str(run)!r} has no results.json: give a finished train_qmix.py run directory")
-    results = json.loads(results_file.read_text())
-    oracle = results["eval"].get("oracle_fixed")
-    if oracle is None:
-        raise ConfigError(f"{str(results_file)!r} has no eval.oracle_fixed (the oracle runs for the "
-                          f"simulated team with N = 3, T <= 2 and a fixed adversary placement)")
-    return load_experiment(None, config_overrides(results["config"])), oracle["sequence"]
-
-
-def oracle_sequences(runs: Sequence[str | Path], env: EnvConfig, env_of: str) -> dict[str, list[list[str]]]:
-    """The distinct fixed oracle sequences that the searches of the finished runs ``runs``
-    picked, as ``{"oracle_fixed of RUN": sequence}``; a sequence picked by several runs is named
-    after the first. Every run must have trained ``env`` (that of ``env_of``, named in the
-    error): a ConfigError says where they differ."""
-    sequences: dict[str, list[list[str]]] = {}
-    for run in runs:
-        cfg, sequence = run_oracle(run)
-        difference = env_difference(env, cfg.env)
-        if difference:
-            raise ConfigError(f"run {str(run)!r} trained another env than {env_of!r} ({difference})")
-        if sequence not in sequences.values():
-            sequences[f"oracle_fixed of {run}"] = sequence
-    return sequences
 
 
 def agent_from_checkpoint(checkpoint: dict[str, Any], cfg: ExperimentConfig, obs_dim: int,

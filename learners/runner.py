@@ -107,7 +107,7 @@ class EpisodeRunner:
         (epsilon 0: greedy)."""
         env, n, t_len = self.env, len(self.names), self.env.rounds
         self.agent.eval()  # greedy or not, rollouts never use training-mode layers
-        obs_dict, _ = env.reset(seed=seed, options=options)
+        obs_dict, infos = env.reset(seed=seed, options=options)
         hidden = self.agent.initial_hidden(1, n)
         rec = {k: [] for k in ("obs", "state", "adjacency", "mask", "actions", "reward", "terminated")}
         q_taken = []
@@ -115,7 +115,7 @@ class EpisodeRunner:
         for _ in range(t_len):
             obs = np.stack([obs_dict[a]["observation"] for a in self.names])
             mask = np.stack([obs_dict[a]["action_mask"] for a in self.names]).astype(bool)
-            adjacency = env.adjacency.astype(np.float32)
+            adjacency = np.stack([infos[a]["sent_to"] for a in self.names]).astype(np.float32)
             rec["state"].append(env.state())
             with torch.no_grad():
                 q, hidden = self.agent(torch.as_tensor(obs, device=self.device)[None],
@@ -136,7 +136,7 @@ class EpisodeRunner:
             reward=np.array(rec["reward"], np.float32), terminated=np.array(rec["terminated"], bool),
         )
         info = infos[self.names[0]]
-        graphs = np.stack([r.adjacency for r in env.history])
+        graphs = np.stack(rec["adjacency"][1:] + [np.stack([infos[a]["sent_to"] for a in self.names])]).astype(np.int8)
         stats = EpisodeStats(
             reward=float(sum(rec["reward"])), accuracy=float(info["accuracy"]), tokens=int(info["team_tokens"]),
             density=float(graphs.mean(axis=(1, 2)).mean() * n / (n - 1)), actions=record.actions, adjacency=graphs,

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import re
+
 import numpy as np
 import pytest
 
@@ -54,10 +56,10 @@ def test_fixed_baseline_actions_and_graph(n, name):
     expected_actions, expected_edges = EXPECTED[n][name]
     env = topo_env.parallel_env(n_agents=n, rounds=2, profile="mmlu_pro")
     policy = make_baseline(name)
-    observations, _ = env.reset(seed=3)
+    observations, infos = env.reset(seed=3)
     policy.reset(3)
     for t in range(env.rounds):
-        actions = policy.act(observations, env)
+        actions = policy.act(observations, infos)
         assert actions == {f"agent_{i}": a for i, a in enumerate(expected_actions)}
         observations, *_ = env.step(actions)
         if t == 0 or name != "debate":  # debate targets follow the disagree rule after round 0
@@ -71,8 +73,8 @@ def test_star_centre_is_last_analyzer():
     assert analyzer_index(3, ("specialist",) * 3) == 2
     assert analyzer_index(3, None) == 2
     env = topo_env.parallel_env(roles=["analyzer", "specialist", "specialist"])
-    observations, _ = env.reset(seed=0)
-    actions = make_baseline("star").act(observations, env)
+    observations, infos = env.reset(seed=0)
+    actions = make_baseline("star", roles=env.config.roles).act(observations, infos)
     assert actions == {"agent_0": A, "agent_1": S, "agent_2": S}
     env.step(actions)
     np.testing.assert_array_equal(env.adjacency, edges_to_adjacency(3, [(1, 0), (2, 0)]))
@@ -85,9 +87,9 @@ def test_random_respects_mask_and_is_reproducible():
         policy = make_baseline("random", seed=seed)
         played = []
         for episode in range(20):
-            observations, _ = env.reset(seed=episode)
+            observations, infos = env.reset(seed=episode)
             while env.agents:
-                actions = policy.act(observations, env)
+                actions = policy.act(observations, infos)
                 played.append(actions)
                 observations, *_ = env.step(actions)
         return played
@@ -99,17 +101,17 @@ def test_random_respects_mask_and_is_reproducible():
     assert play(8) != first
     policy = make_baseline("random")
     policy.reset(11)
-    observations, _ = env.reset(seed=0)
+    observations, infos = env.reset(seed=0)
     again = make_baseline("random", seed=11)
-    assert policy.act(observations, env) == again.act(observations, env)
+    assert policy.act(observations, infos) == again.act(observations, infos)
 
 
 def test_fixed_baseline_with_disabled_action_raises():
     env = topo_env.parallel_env(disabled_actions=["execute_verify"])
-    observations, _ = env.reset(seed=0)
-    make_baseline("full").act(observations, env)  # unaffected
+    observations, infos = env.reset(seed=0)
+    make_baseline("full").act(observations, infos)  # unaffected
     with pytest.raises(ValueError, match=r"'chain'.*'execute_verify'"):
-        make_baseline("chain").act(observations, env)
+        make_baseline("chain").act(observations, infos)
     with pytest.raises(ValueError, match=r"'chain'.*'execute_verify'"):
         evaluate_policy(env, make_baseline("chain"), 2, progress=False)
 
@@ -140,11 +142,11 @@ def test_default_rounds_by_domain():
 def manual_loop(env, policy, episodes, seed, split):
     returns, accuracy, tokens, density = [], [], [], []
     for k in range(episodes):
-        observations, _ = env.reset(seed=seed + k, options={"split": split})
+        observations, infos = env.reset(seed=seed + k, options={"split": split})
         policy.reset(seed + k)
         total, dens = 0.0, []
         while env.agents:
-            observations, rewards, _, _, infos = env.step(policy.act(observations, env))
+            observations, rewards, _, _, infos = env.step(policy.act(observations, infos))
             total += rewards["agent_0"]
             dens.append(infos["agent_0"]["density"])
         returns.append(total)
@@ -198,7 +200,7 @@ def test_evaluate_open_loop_runs():
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "topo_env.evaluate", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "topo_env.score_baselines", *args], capture_output=True, text=True,
                           cwd=REPO_ROOT, timeout=120)
 
 
@@ -218,8 +220,8 @@ def test_evaluate_cli_table_and_options():
     proc = run_cli("--policy", "random", "--profile", "aime25", "--episodes", "3", "--rounds", "2",
                    "--n-agents", "4", "--adversarial", "0", "3")
     assert proc.returncode == 0, proc.stderr
-    header = proc.stdout.splitlines()[0].split()
-    assert header == ["policy", "profile", "episodes", "accuracy", "reward", "tokens_per_task", "density"]
+    header = re.split(r"\s{2,}", proc.stdout.splitlines()[0].strip())
+    assert header == ["policy", "profile", "episodes", "accuracy (pts)", "reward", "tokens_per_task", "density"]
     assert "random" in proc.stdout and "aime25" in proc.stdout
 
 

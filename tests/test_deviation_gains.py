@@ -1,16 +1,14 @@
-"""benchmarks/deviation_gains.py: the gains it reports are the simulator's, on common episodes."""
+"""experiments/deviation_gains.py: the gains it reports are the simulator's, on common episodes."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from experiments import deviation_gains
 from topo_env.actions import CommAction
 from topo_env.oracle import draw_samples
 from topo_env.sim.batch import BatchSimulator
 from topo_env.sim.profiles import get_profile
-from benchmark_scripts import load_benchmark
-
-deviation_gains = load_benchmark("deviation_gains")
 
 
 def test_every_single_agent_deviation_is_scored_against_the_base_on_the_same_episodes():

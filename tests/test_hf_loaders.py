@@ -1,12 +1,15 @@
 """Offline tests of agents_llm.hf_loaders: JSONL fixtures in each benchmark's schema."""
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("datasets")
 
+from agents_llm import lcb_functional_worker, lcb_harness  # noqa: E402
 from agents_llm.hf_loaders import BENCHMARKS, PER_CASE_TIMEOUT_S, build_test_program, load_benchmark  # noqa: E402
 from agents_llm.scoring import score_code  # noqa: E402
 from agents_llm.sandbox import execute  # noqa: E402
@@ -161,6 +164,39 @@ def test_livecodebench_harness_runs(tmp_path):
     # the harness alone (no CANDIDATE_SOURCE) fails clearly instead of passing
     alone = execute(task.tests, timeout_s=30)
     assert not alone.ok and "CANDIDATE_SOURCE" in alone.stderr
+
+
+def test_livecodebench_harness_is_its_module_after_one_data_line(tmp_path):
+    """``tests`` is a comment, a literal HARNESS_CONFIG, then the text of agents_llm/lcb_harness.py (a real
+    module); the functional worker's text travels in that data only when the task has functional cases."""
+    (stdin_task,) = load_benchmark("livecodebench", data_files=_write(tmp_path, [STDIN_PROBLEM], "s.jsonl"))
+    functional_task = _functional_task(tmp_path)
+    for task, has_worker in ((stdin_task, False), (functional_task, True)):
+        blank, comment, data_line, body = task.tests.split("\n", 3)
+        assert blank == "" and comment.startswith("# ---- LiveCodeBench test harness")
+        assert body == Path(lcb_harness.__file__).read_text(encoding="utf-8")
+        name, _, literal = data_line.partition(" = ")
+        config = ast.literal_eval(literal)
+        assert name == "HARNESS_CONFIG" and config["per_case_timeout_s"] == PER_CASE_TIMEOUT_S
+        worker_text = Path(lcb_functional_worker.__file__).read_text(encoding="utf-8")
+        assert config["worker_source"] == (worker_text if has_worker else None)
+        assert config["func_name"] == ("twoSum" if has_worker else None)
+        assert [len(config["stdin_cases"]), len(config["functional_cases"])] == ([0, 2] if has_worker else [2, 0])
+
+
+def test_functional_worker_reports_each_step():
+    """The worker's job runner, in this process, on trusted code: load, start/result per case, done; and a
+    load error for a missing function."""
+    messages = []
+    job = {"source": "def add(a, b):\n    return a + b\n", "func_name": "add", "prelude": "import math\n",
+           "cases": [["1\n2", "3"], ["[1]\n[2]", "[1, 2]"]]}
+    lcb_functional_worker.run_job(job, lambda **m: messages.append(m))
+    assert [(m["event"], m.get("case"), m.get("status")) for m in messages] == [
+        ("loaded", None, None), ("start", 0, None), ("result", 0, "pass"), ("start", 1, None),
+        ("result", 1, "pass"), ("done", None, None)]
+    messages.clear()
+    lcb_functional_worker.run_job(dict(job, func_name="sub"), lambda **m: messages.append(m))
+    assert messages == [{"event": "load_error", "detail": "the candidate (top level) defines no callable 'sub'"}]
 
 
 def test_livecodebench_plain_json_private_tests_included(tmp_path):

@@ -1,7 +1,10 @@
-"""The env inside other MARL libraries: TorchRL, SuperSuit, Tianshou, epymarl's gymma and
-BenchMARL; and the README snippets that show each."""
+"""The env inside other MARL libraries: the raw PettingZoo env in TorchRL, SuperSuit and Tianshou
+as their docs show; epymarl's gymma with the shipped epymarl config; BenchMARL; and the recipes
+of docs/interop.md that show each."""
 from __future__ import annotations
 
+import copy
+import dataclasses
 import numbers
 import re
 import tempfile
@@ -19,19 +22,20 @@ from gymnasium.wrappers import TimeLimit
 from pettingzoo.utils.conversions import parallel_to_aec
 from tensordict.nn import TensorDictModule, TensorDictSequential
 from tianshou.env import PettingZooEnv
+from torchrl.envs import PettingZooWrapper
 from torchrl.envs.utils import check_env_specs
 from torchrl.modules import QValueModule
 
 from topo_env import ACTION_NAMES, ConfigError, EnvConfig, parallel_env
-from topo_env.interop import ENV_ID, ObservationMaskOnly, TopologyGymmaEnv
-from topo_env.interop.torchrl_env import torchrl_env
+from topo_env.backends import LLMBackendConfig, SimBackendConfig
+from topo_env.config import load_yaml
+from topo_env.interop import ENV_ID, EPYMARL_CONFIG, TopologyGymmaEnv, gymma_env_config
 
 # BenchMARL is imported in its tests: it installs with `pip install --no-deps benchmarl` (README)
 
 torch.set_num_threads(1)
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-SECTION = "## Use with other MARL libraries"
+RECIPES = Path(__file__).resolve().parents[1] / "docs" / "interop.md"
 DISABLED = ["broadcast_all", "debate_check"]
 DISABLED_IDX = sorted(ACTION_NAMES.index(a) for a in DISABLED)
 GYMMA_KEY = f"topo_env.interop:{ENV_ID}"
@@ -46,16 +50,12 @@ def masked_choice(rng: np.random.Generator, mask) -> int:
 # ---------------------------------------------------------------------------------------
 
 
-def readme_section_code() -> list[str]:
-    text = README.read_text()
-    start = text.index(SECTION)
-    nxt = text.find("\n## ", start + len(SECTION))
-    section = text[start: nxt if nxt >= 0 else len(text)]
-    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+def recipe_blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", RECIPES.read_text(), flags=re.S)
 
 
-def test_readme_snippets_run(tmp_path, monkeypatch):
-    blocks = readme_section_code()
+def test_recipes_run(tmp_path, monkeypatch):
+    blocks = recipe_blocks("python")
     for library in ("pettingzoo", "torchrl", "supersuit", "tianshou", "gymnasium", "benchmarl"):
         assert any(f"from {library}" in b or f"import {library}" in b for b in blocks), library
     monkeypatch.chdir(tmp_path)  # anything a snippet writes stays in tmp_path
@@ -64,7 +64,21 @@ def test_readme_snippets_run(tmp_path, monkeypatch):
         namespace: dict = {"__name__": "readme_snippet"}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+            exec(compile(block, str(RECIPES), "exec"), namespace)  # noqa: S102 - our own docs
+
+
+def test_epymarl_recipe_names_the_config_it_copies():
+    """The shell recipe copies EPYMARL_CONFIG into epymarl's src/config/envs/ under the name its
+    ``--env-config=`` gives, and overrides only declared keys."""
+    recipe = next(b for b in recipe_blocks("bash") if "src/main.py" in b)
+    name = re.search(r"--env-config=(\S+)", recipe).group(1)
+    assert "EPYMARL_CONFIG" in recipe and f"src/config/envs/{name}.yaml" in recipe
+    declared = load_yaml(EPYMARL_CONFIG)["env_args"]
+    for key in re.findall(r"env_args\.([\w.]+)=", recipe):
+        node = declared
+        for part in key.split("."):
+            assert isinstance(node, dict) and part in node, f"the recipe overrides env_args.{key}, not declared"
+            node = node[part]
 
 
 # ---------------------------------------------------------------------------------------
@@ -89,61 +103,73 @@ def greedy_masked_policy(n_actions: int, favourite: int, mask_key):
     return TensorDictSequential(q_net, select)
 
 
-def test_torchrl_specs_and_rollouts_use_the_mask():
-    env = torchrl_env(disabled_actions=DISABLED, rounds=2, seed=0)
+def torchrl_wrapper(seed: int | None = None, **env_keys) -> PettingZooWrapper:
+    """TorchRL's wrapper over the raw env, as TorchRL's docs show it."""
+    return PettingZooWrapper(env=parallel_env(**env_keys), use_mask=True, return_state=True,
+                             categorical_actions=True, seed=seed)
+
+
+def test_torchrl_wrapper_on_the_raw_env_matches_the_env():
+    """Random masked actions through TorchRL's wrapper; the same actions on a raw env reset with
+    the same seed give the same observations, masks, state, rewards and done flags, step by
+    step, across the wrapper's automatic resets."""
+    env = torchrl_wrapper(disabled_actions=DISABLED, rounds=2)
     check_env_specs(env)
     assert env.group_map == {"agent": ["agent_0", "agent_1", "agent_2"]}
-    assert env.observation_spec["state"].shape == parallel_env(rounds=2).state_space.shape
     expected_mask = torch.ones(3, 6, dtype=torch.bool)
     expected_mask[:, DISABLED_IDX] = False
+    td = env.reset(seed=5)
+    rollout = env.rollout(6, auto_reset=False, tensordict=td, break_when_any_done=False)
+    assert torch.equal(rollout["agent", "action_mask"], expected_mask.expand(6, 3, 6))
+    assert not np.isin(rollout["agent", "action"].numpy(), DISABLED_IDX).any()  # random actions respect it
+    assert rollout["agent", "mask"].all()  # no agent ever leaves
 
-    # random actions come from the masked action spec
-    random = env.rollout(6, break_when_any_done=False)
-    assert torch.equal(random["agent", "action_mask"], expected_mask.expand(6, 3, 6))
-    assert not np.isin(random["agent", "action"].numpy(), DISABLED_IDX).any()
-
-    # a greedy policy that prefers a disabled action picks it without the mask ...
-    favourite = DISABLED_IDX[-1]
-    td = env.reset()
-    unmasked = greedy_masked_policy(6, favourite, mask_key=None)(td.clone())
-    assert (unmasked["agent", "action"] == favourite).all()
-    # ... and never with it; the episodes play through (the env raises on a masked action)
-    policy = greedy_masked_policy(6, favourite, mask_key=("agent", "action_mask"))
-    rollout = env.rollout(6, policy=policy, break_when_any_done=False)
-    actions = rollout["agent", "action"].numpy()
-    assert not np.isin(actions, DISABLED_IDX).any()
-    assert (actions == 4).all()  # the best allowed action under the fixed Q-values
+    raw = parallel_env(disabled_actions=DISABLED, rounds=2)
+    obs, _ = raw.reset(seed=5)
+    for step in rollout.unbind(0):
+        agents = raw.possible_agents
+        np.testing.assert_array_equal(step["agent", "observation", "observation"].numpy(),
+                                      np.stack([obs[a]["observation"] for a in agents]))
+        np.testing.assert_array_equal(step["agent", "action_mask"].numpy(),
+                                      np.stack([obs[a]["action_mask"] for a in agents]))
+        np.testing.assert_allclose(step["state"].numpy(), raw.state())
+        actions = dict(zip(agents, step["agent", "action"].tolist()))
+        obs, rewards, terminations, truncations, infos = raw.step(actions)
+        np.testing.assert_allclose(step["next", "agent", "reward"].squeeze(-1).numpy(), [rewards[a] for a in agents])
+        assert step["next", "agent", "terminated"].squeeze(-1).tolist() == [terminations[a] for a in agents]
+        assert step["next", "agent", "truncated"].squeeze(-1).tolist() == [truncations[a] for a in agents]
+        assert step["next", "agent", "info", "team_tokens"].tolist() == [infos[a]["team_tokens"] for a in agents]
+        if bool(step["next", "done"]):
+            obs, _ = raw.reset()  # the wrapper resets without a seed, as here
     done = rollout["next", "done"].squeeze(-1)
     assert done.tolist() == [False, True] * 3  # 2 rounds per episode
     rewards = rollout["next", "agent", "reward"].squeeze(-1)
     assert torch.equal(rewards[~done], torch.zeros_like(rewards[~done]))
-    assert (rewards[done] == rewards[done][:, :1]).all()  # one team reward per episode end
+    assert (rewards[done] == rewards[done][:, :1]).all() and (rewards[done] != 0).all()  # one team reward
+
+
+def test_torchrl_masked_q_policy_never_picks_a_disabled_action():
+    env = torchrl_wrapper(seed=0, disabled_actions=DISABLED, rounds=2)
+    favourite = DISABLED_IDX[-1]
+    td = env.reset()
+    unmasked = greedy_masked_policy(6, favourite, mask_key=None)(td.clone())
+    assert (unmasked["agent", "action"] == favourite).all()  # without the mask it would
+    policy = greedy_masked_policy(6, favourite, mask_key=("agent", "action_mask"))
+    rollout = env.rollout(6, policy=policy, break_when_any_done=False)  # the env raises on a masked action
+    actions = rollout["agent", "action"].numpy()
+    assert (actions == 4).all()  # the best allowed action under the fixed Q-values
     assert rollout["next", "state"].shape == (6, env.observation_spec["state"].shape[0])
-    team_tokens = rollout["next", "agent", "info", "team_tokens"]
-    assert (team_tokens[done] > 0).all()
+    done = rollout["next", "done"].squeeze(-1)
+    assert (rollout["next", "agent", "info", "team_tokens"][done] > 0).all()
 
 
 def test_torchrl_rollouts_are_reproducible():
     policy = greedy_masked_policy(6, 2, mask_key=("agent", "action_mask"))
     runs = []
     for _ in range(2):
-        env = torchrl_env(rounds=2, seed=3)
+        env = torchrl_wrapper(seed=3, rounds=2)
         runs.append(env.rollout(4, policy=policy, break_when_any_done=False))
     assert (runs[0] == runs[1]).all()
-
-
-def test_observation_mask_only_keeps_everything_but_the_info_mask():
-    env = ObservationMaskOnly(parallel_env(disabled_actions=DISABLED))
-    plain = parallel_env(disabled_actions=DISABLED)
-    obs, infos = env.reset(seed=4)
-    ref_obs, ref_infos = plain.reset(seed=4)
-    assert env.agents == plain.agents == plain.possible_agents
-    for a in env.possible_agents:
-        assert infos[a] == {k: v for k, v in ref_infos[a].items() if k != "action_mask"}
-        np.testing.assert_array_equal(obs[a]["action_mask"], ref_obs[a]["action_mask"])
-    np.testing.assert_array_equal(env.state(), plain.state())
-    assert env.state_space is env.unwrapped.state_space
-    assert env.observation_space("agent_0") is env.unwrapped.observation_space("agent_0")
 
 
 # ---------------------------------------------------------------------------------------
@@ -315,6 +341,8 @@ def test_gymma_avail_actions_and_bad_input():
         TopologyGymmaEnv(EnvConfig(), rounds=3)
     with pytest.raises(ConfigError, match="bogus"):
         gymnasium.make(GYMMA_KEY, bogus=1)
+    with pytest.raises(ConfigError, match="EnvConfig"):
+        TopologyGymmaEnv({"rounds": 3})
 
 
 def test_gymma_is_reproducible():
@@ -329,6 +357,85 @@ def test_gymma_is_reproducible():
     a, b = run(), run()
     for x, y in zip(a, b):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+# epymarl reads env_args.key, time_limit and pretrained_wrapper itself (seed, common_reward and
+# reward_scalarisation it adds) and passes every other env_args key to gymnasium.make
+GYMMA_OWN_ARGS = ("key", "time_limit", "pretrained_wrapper")
+
+
+def with_overrides(config: dict, overrides: dict[str, object]) -> dict:
+    """``config`` after epymarl's ``with a.b=value`` overrides, refusing (as sacred does, with
+    ``ConfigAddedError``) a dotted key the config does not declare."""
+    config = copy.deepcopy(config)
+    for dotted, value in overrides.items():
+        *path, last = dotted.split(".")
+        node = config
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or last not in node:
+            raise KeyError(f"ConfigAddedError: {dotted}")
+        node[last] = value
+    return config
+
+
+def epymarl_env(config: dict, seed: int, episodes: int):
+    env_args = config["env_args"]
+    kwargs = {k: v for k, v in env_args.items() if k not in GYMMA_OWN_ARGS}
+    return gymma_run(env_args["key"], env_args["time_limit"], seed, episodes, config["reward_scalarisation"],
+                     **kwargs)
+
+
+def test_epymarl_config_ships_and_declares_every_env_key():
+    assert EPYMARL_CONFIG.is_file() and EPYMARL_CONFIG.suffix == ".yaml"  # package data: pyproject's "*.yaml"
+    config = load_yaml(EPYMARL_CONFIG)
+    assert config["env"] == "gymma" and config["env_args"]["key"] == GYMMA_KEY
+    env_args = config["env_args"]
+    env_keys = {f.name for f in dataclasses.fields(EnvConfig)}
+    assert set(env_args) - set(GYMMA_OWN_ARGS) == env_keys  # every key a user may override, no other
+    backend_keys = {f.name for cls in (SimBackendConfig, LLMBackendConfig) for f in dataclasses.fields(cls)}
+    assert set(env_args["backend"]) == backend_keys - {"api_key"}  # the key stays in OPENAI_API_KEY
+    # as shipped, the env of the defaults, with time_limit = rounds + 1
+    shipped = gymma_env_config(None, {k: v for k, v in env_args.items() if k not in GYMMA_OWN_ARGS})
+    assert shipped == EnvConfig()
+    assert env_args["time_limit"] == shipped.rounds + 1
+    assert config["reward_scalarisation"] == "mean" and config["common_reward"] is True
+
+
+def test_epymarl_config_builds_the_env_with_overrides():
+    config = load_yaml(EPYMARL_CONFIG)
+    with pytest.raises(KeyError, match="env_args.bogus"):
+        with_overrides(config, {"env_args.bogus": 1})
+    overridden = with_overrides(config, {"env_args.rounds": 3, "env_args.time_limit": 4, "env_args.n_agents": 4,
+                                         "env_args.roles": ["specialist", "specialist", "analyzer", "analyzer"],
+                                         "env_args.profile": "humaneval"})
+    records, stats = epymarl_env(overridden, seed=0, episodes=2)
+    for rec in records:
+        assert rec["length"] == 3 and rec["terminal"] == [False, False, True]
+        assert all(len(actions) == 4 for actions in rec["actions"])
+    # mean scalarisation: the episode return is the team reward of the same actions on the raw env
+    raw = parallel_env(rounds=3, n_agents=4, roles=("specialist", "specialist", "analyzer", "analyzer"),
+                       profile="humaneval")
+    raw.reset(seed=0)
+    for rec in records:
+        raw.reset()
+        team_return = sum(raw.step(dict(zip(raw.possible_agents, a)))[1]["agent_0"] for a in rec["actions"])
+        assert rec["return"] == pytest.approx(team_return)
+    assert stats["accuracy"] == sum(r["info"]["accuracy"] for r in records)
+
+
+def test_epymarl_config_switches_the_backend_by_overrides():
+    config = with_overrides(load_yaml(EPYMARL_CONFIG), {
+        "env_args.backend.kind": "llm", "env_args.backend.model": "qwen2.5-7b-instruct",
+        "env_args.backend.base_url": "http://127.0.0.1:8080/v1", "env_args.backend.dataset": "humaneval",
+        "env_args.backend.cache_path": "runs/cache.sqlite", "env_args.domain": "code", "env_args.profile": "humaneval"})
+    env_config = gymma_env_config(None, {k: v for k, v in config["env_args"].items() if k not in GYMMA_OWN_ARGS})
+    assert env_config.backend == LLMBackendConfig(model="qwen2.5-7b-instruct", base_url="http://127.0.0.1:8080/v1",
+                                                  dataset="humaneval", cache_path="runs/cache.sqlite")
+    bad = with_overrides(load_yaml(EPYMARL_CONFIG), {"env_args.backend.kind": "llm", "env_args.backend.model": "m",
+                                                      "env_args.domain": "code", "env_args.profile": "humaneval"})
+    with pytest.raises(ConfigError, match="dataset"):  # an llm backend without its dataset: named
+        gymma_env_config(None, {k: v for k, v in bad["env_args"].items() if k not in GYMMA_OWN_ARGS})
 
 
 # ---------------------------------------------------------------------------------------
@@ -407,3 +514,17 @@ def test_benchmarl_task_from_yaml_and_its_checks():
     bad = DEFAULT_YAML.parent / "does_not_exist.yaml"
     with pytest.raises(ConfigError, match="does not exist"):
         TopoMARLTask.TOPOLOGY.get_from_yaml(bad)
+
+
+def test_benchmarl_task_renders_pictures_only_in_rgb_array_mode():
+    from topo_env.interop.benchmarl_task import TopoMARLTask
+
+    assert not TopoMARLTask.TOPOLOGY.get_from_yaml().has_render(None)
+    task = TopoMARLTask.TOPOLOGY.get_task(config={"rounds": 2, "render_mode": "rgb_array"})
+    env = task.get_env_fun(num_envs=1, continuous_actions=False, seed=0, device="cpu")()
+    assert task.has_render(env)
+    frames = []  # BenchMARL's evaluation calls render_callback after every step but the last
+    env.rollout(3, callback=lambda e, td: frames.append(task.render_callback(None, e, td)), break_when_any_done=False)
+    assert len(frames) == 2
+    assert all(isinstance(f, np.ndarray) and f.dtype == np.uint8 and f.ndim == 3 and f.shape[2] == 3 for f in frames)
+    assert frames[0].shape == frames[1].shape  # BenchMARL stacks them into a video

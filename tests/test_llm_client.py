@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from agents_llm.client import LLMClient, LLMConfig, LLMError
+from agents_llm.client import LLMClient, LLMError, ServerUnreachable, unreachable_message
+from topo_env.backends import BackendUnavailable, LLMSettings
 from fake_openai_server import FakeOpenAIServer
 
 SECRET = "sk-test-secret-do-not-leak"
@@ -19,7 +20,7 @@ def make(server: FakeOpenAIServer, tmp_path, **kw) -> LLMClient:
     opts = dict(model="test-model", base_url=server.base_url, api_key=SECRET, backoff_s=0.01, timeout_s=2.0,
                 cache_path=str(tmp_path / "cache.sqlite"))
     opts.update(kw)
-    return LLMClient(LLMConfig(**opts))
+    return LLMClient(LLMSettings(**opts))
 
 
 def run(coro):
@@ -95,16 +96,43 @@ def test_timeouts_are_retried_then_fail(tmp_path):
     assert len(srv.requests) == 2
 
 
-def test_unreachable_server(tmp_path):
+def free_port() -> int:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()  # nothing listens there
-    cfg = LLMConfig(model="m", base_url=f"http://127.0.0.1:{port}/v1", api_key=SECRET, max_retries=1,
-                    backoff_s=0.01, timeout_s=1.0, cache_path=None)
-    with pytest.raises(LLMError, match="APIConnectionError") as err:
-        run(LLMClient(cfg).complete(MESSAGES))
-    assert SECRET not in str(err.value)
+    return port
+
+
+def test_unreachable_server_fails_at_once_with_the_command_that_starts_one(tmp_path):
+    port = free_port()
+    cfg = LLMSettings(model="m", base_url=f"http://127.0.0.1:{port}/v1", api_key=SECRET, max_retries=4,
+                      backoff_s=1.0, timeout_s=1.0, cache_path=None)
+    client = LLMClient(cfg)
+    start = time.perf_counter()
+    with pytest.raises(ServerUnreachable) as err:
+        run(client.complete(MESSAGES))
+    assert time.perf_counter() - start < 1.0 and client.calls_made == 1  # no retries, no backoff
+    message = str(err.value)
+    assert isinstance(err.value, LLMError) and isinstance(err.value, BackendUnavailable)
+    assert f"http://127.0.0.1:{port}/v1" in message and f"python -m agents_llm.local_server --port {port}" in message
+    assert "\n" not in message and SECRET not in message
+
+
+def test_unreachable_message_for_remote_and_local_addresses():
+    assert "check env.backend.base_url" in unreachable_message("https://api.example.com/v1")
+    assert "local_server" not in unreachable_message("https://api.example.com/v1")
+    assert "--port 8080" in unreachable_message("http://localhost/v1")
+    assert "--port 9000" in unreachable_message("http://127.0.0.2:9000/v1")
+
+
+def test_a_server_that_answered_then_went_away_is_retried(tmp_path):
+    with FakeOpenAIServer([("ok", "hi", {"prompt_tokens": 2, "completion_tokens": 1})]) as srv:
+        client = make(srv, tmp_path, cache_path=None, max_retries=1)
+        run(client.complete(MESSAGES))
+    with pytest.raises(LLMError, match="gave up after 2 attempt") as err:  # an outage: retried, then one error
+        run(client.complete(MESSAGES, sample_index=1))
+    assert not isinstance(err.value, ServerUnreachable) and "APIConnectionError" in str(err.value)
 
 
 def test_empty_and_malformed_content(tmp_path):
@@ -139,6 +167,6 @@ def test_secrets_stay_out_of_reprs_and_pickles(tmp_path):
 
 def test_bad_config_names_the_value():
     with pytest.raises(ValueError, match="timeout_s=0"):
-        LLMConfig(model="m", timeout_s=0)
+        LLMSettings(model="m", timeout_s=0)
     with pytest.raises(ValueError, match="model=''"):
-        LLMConfig(model="")
+        LLMSettings(model="")

@@ -23,11 +23,12 @@ def tasks_file(path):
 
 
 def train(out, server, data, cache, *extra):
-    llm = json.dumps({"model": "m", "base_url": server.base_url, "cache_path": str(cache), "backoff_s": 0.01})
     return train_qmix.main([
         "--config", "configs/default.yaml", "--no-progress", "--out", str(out), "--episodes", "8",
-        "--set", "env.backend=llm", "--set", "env.domain=reasoning", "--set", f"env.dataset={data}",
-        "--set", f"env.llm={llm}", "--set", "env.train_size=3", "--set", "learner.hidden_dim=16",
+        "--set", "env.backend.kind=llm", "--set", "env.domain=reasoning", "--set", f"env.backend.dataset={data}",
+        "--set", "env.backend.model=m", "--set", f"env.backend.base_url={server.base_url}",
+        "--set", f"env.backend.cache_path={cache}", "--set", "env.backend.backoff_s=0.01",
+        "--set", "env.backend.train_size=3", "--set", "learner.hidden_dim=16",
         "--set", "learner.batch_size=2", "--set", "train.warmup_episodes=2", "--set", "train.eval_episodes=1",
         "--set", "train.oracle_samples=0", "--set", "train.checkpoint_every=100", "--set", "train.log_every=4",
         *extra,

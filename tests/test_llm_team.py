@@ -32,10 +32,10 @@ def code_tasks(path):
 
 
 def make_env(server, tmp_path, domain, dataset, **kw):
-    llm = {"model": "team-model", "base_url": server.base_url, "api_key": SECRET, "backoff_s": 0.01,
-           "timeout_s": 5.0, "cache_path": str(tmp_path / "cache.sqlite")}
-    return topo_env.parallel_env(backend="llm", domain=domain, dataset=str(dataset), llm=llm, train_size=2,
-                                 rounds=2, render_mode="ansi", **kw)
+    backend = {"kind": "llm", "model": "team-model", "base_url": server.base_url, "api_key": SECRET,
+               "backoff_s": 0.01, "timeout_s": 5.0, "cache_path": str(tmp_path / "cache.sqlite"),
+               "dataset": str(dataset), "train_size": 2}
+    return topo_env.parallel_env(backend=backend, domain=domain, rounds=2, render_mode="ansi", **kw)
 
 
 def play(env, seed, actions):
@@ -112,11 +112,15 @@ def test_secrets_never_written(tmp_path):
 
 
 def test_llm_backend_config_errors(tmp_path):
-    with pytest.raises(ConfigError, match="needs domain"):
-        topo_env.parallel_env(backend="llm", llm={"model": "m"}, dataset="humaneval")
-    with pytest.raises(ConfigError, match="needs llm"):
-        topo_env.parallel_env(backend="llm", domain="code", dataset="humaneval")
-    with pytest.raises(ConfigError, match="needs dataset"):
-        topo_env.parallel_env(backend="llm", domain="code", llm={"model": "m"})
-    with pytest.raises(ConfigError, match="llm section"):
-        topo_env.parallel_env(backend="llm", domain="code", dataset="humaneval", llm={"model": "m", "temp": 1})
+    with pytest.raises(ConfigError, match="needs env.domain"):
+        topo_env.parallel_env(backend={"kind": "llm", "model": "m", "dataset": "humaneval"})
+    with pytest.raises(ConfigError, match=r"needs backend.model \(got \['dataset', 'kind'\]\)"):
+        topo_env.parallel_env(backend={"kind": "llm", "dataset": "humaneval"}, domain="code")
+    with pytest.raises(ConfigError, match="needs backend.dataset"):
+        topo_env.parallel_env(backend={"kind": "llm", "model": "m"}, domain="code")
+    with pytest.raises(ConfigError, match=r"backend kind 'llm' has no key\(s\) \['temp'\]"):
+        topo_env.parallel_env(backend={"kind": "llm", "model": "m", "dataset": "humaneval", "temp": 1}, domain="code")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(ConfigError, match="holds no code tasks"):
+        topo_env.parallel_env(backend={"kind": "llm", "model": "m", "dataset": str(empty)}, domain="code")

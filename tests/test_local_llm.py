@@ -52,10 +52,10 @@ def recording(backend):
 
 @pytest.mark.parametrize("domain", ["reasoning", "math", "code"])
 def test_episode_against_the_real_model(server, tmp_path, domain):
-    llm = {"model": MODEL_ALIAS, "base_url": server.base_url, "max_tokens": 24, "temperature": 0.7,
-           "timeout_s": 120, "cache_path": str(tmp_path / "cache.sqlite")}
-    cfg = dict(backend="llm", domain=domain, dataset=str(write_tasks(tmp_path / "t.jsonl", domain)), llm=llm,
-               train_size=1, rounds=2, render_mode="ansi")
+    backend = {"kind": "llm", "model": MODEL_ALIAS, "base_url": server.base_url, "max_tokens": 24, "temperature": 0.7,
+               "timeout_s": 120, "cache_path": str(tmp_path / "cache.sqlite"),
+               "dataset": str(write_tasks(tmp_path / "t.jsonl", domain)), "train_size": 1}
+    cfg = dict(backend=backend, domain=domain, rounds=2, render_mode="ansi")
     actions = [(1, 0, 4), (5, 3, 0)]  # a broadcast, a verifier, a debate pair, an aggregator
     env = topo_env.parallel_env(**cfg)
     seen = recording(env.backend)

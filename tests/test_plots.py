@@ -1,8 +1,11 @@
 """Behaviour of topo_env.plots: which action each drawn edge is credited to, what every panel
-draws (arrows, adversary marks, legends, bar heights, curves), files written, and clear errors
-on bad input."""
+draws (arrows, adversary marks, legends, bar heights, curves), accuracy in points, one round as
+an RGB array, pictures shown or saved, files written, and clear errors on bad input."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -17,8 +20,9 @@ import topo_env
 from topo_env.actions import ACTION_NAMES
 from topo_env.graph import build_adjacency
 from topo_env.plots import (
-    ACTION_STYLES, ADVERSARY_COLOR, DPI, draw_episodes, draw_topology, draw_topology_examples, edge_actions,
-    plot_action_distribution, plot_learning_curves, plot_robustness, save_figure,
+    ACTION_STYLES, ADVERSARY_COLOR, DPI, ROUND_STYLES, draw_episodes, draw_round, draw_topology,
+    draw_topology_examples, edge_actions, plot_action_distribution, plot_learning_curves, plot_robustness,
+    round_picture, save_figure, show_picture,
 )
 
 S, B, Q, G, V, D = range(6)  # solo, broadcast, query, aggregate, verify, debate
@@ -269,6 +273,22 @@ def test_learning_curves_one_panel_per_metric_with_references():
     assert "best fixed (0.25)" in [t.get_text() for t in panels[0].get_legend().get_texts()]
 
 
+def test_learning_curves_draw_accuracy_in_points():
+    curves = {"episode": [10, 20], "accuracy": [0.5, 0.625], "reward": [0.1, 0.2]}
+    fig = plot_learning_curves(curves, references={"accuracy": {"best fixed": 0.6}, "reward": {"best fixed": 0.3}})
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.axison}
+    assert set(panels) == {"accuracy (points)", "return per episode"}
+    acc = panels["accuracy (points)"]
+    curve = next(li for li in acc.lines if li.get_gid() == "curve:accuracy")
+    np.testing.assert_allclose(curve.get_ydata(), [50.0, 62.5])
+    reference = next(li for li in acc.lines if li.get_gid() is None)
+    assert list(reference.get_ydata()) == [60.0, 60.0]
+    assert "best fixed (60)" in [t.get_text() for t in acc.get_legend().get_texts()]
+    reward = panels["return per episode"]  # other metrics keep their unit
+    curve = next(li for li in reward.lines if li.get_gid() == "curve:reward")
+    np.testing.assert_allclose(curve.get_ydata(), [0.1, 0.2])
+
+
 @pytest.mark.parametrize("curves, references, words", [
     ({"episode": [1, 2], "reward": [0.1]}, None, ["curves['reward'] has 1 values", "2"]),
     ({"reward": [0.1]}, None, ["'episode'"]),
@@ -293,11 +313,13 @@ def test_robustness_bars_and_drops():
     bars = bars_of(fig)
     for policy in clean:
         for which, results in (("clean", clean), ("attacked", attacked)):
-            for key in ("accuracy", "tokens_per_task"):
-                assert bars[f"{key}|{policy}|{which}"].get_height() == pytest.approx(results[policy][key])
+            assert bars[f"accuracy|{policy}|{which}"].get_height() == pytest.approx(100 * results[policy]["accuracy"])
+            assert bars[f"tokens_per_task|{policy}|{which}"].get_height() == pytest.approx(
+                results[policy]["tokens_per_task"])
     drops = {t.get_gid(): t.get_text() for t in fig.axes[0].texts}
-    assert drops == {"drop:qmix": "-0.10", "drop:solo": "-0.25"}
-    assert [ax.get_title() for ax in fig.axes] == ["accuracy", "tokens per task"]
+    assert drops == {"drop:qmix": "-10.0", "drop:solo": "-25.0"}  # points, as in the tables
+    assert [ax.get_title() for ax in fig.axes] == ["accuracy (points)", "tokens per task"]
+    assert fig.axes[0].get_ylim()[1] >= 100
     assert legend_labels(fig) == ["clean", "attacked"]
 
 
@@ -323,3 +345,92 @@ def test_save_figure_writes_a_png_at_120_dpi(tmp_path):
     assert pixels[..., :3].std() > 0.05  # not blank
     with pytest.raises(ValueError, match="must end in .png"):
         save_figure(fig, tmp_path / "x.jpg")
+
+
+# -- one round as pixels ----------------------------------------------------------------------------
+
+
+def node_fills(fig_or_ax) -> list[str]:
+    nodes = next(c for c in fig_or_ax.collections if c.get_gid() == "nodes")
+    return [to_hex(c) for c in nodes.get_facecolors()]
+
+
+def test_round_picture_is_an_rgb_array_whose_size_depends_on_n_only():
+    ring = np.roll(np.eye(3, dtype=np.int8), 1, axis=1)  # 0 -> 1 -> 2 -> 0
+    picture = round_picture(ring, ROLES3, title="round 1 of 2")
+    assert picture.dtype == np.uint8 and picture.ndim == 3 and picture.shape[2] == 3
+    assert picture.std() > 5  # not blank
+    star = np.zeros((3, 3), dtype=bool)
+    star[0, 1:] = True
+    other = round_picture(star, ROLES3, active=[1, 1, 0], verify=[0, 1, 0], adversaries=[2], title="round 2 of 2")
+    assert other.shape == picture.shape  # frames of one episode stack into a video
+    assert not np.array_equal(other, picture)
+    assert round_picture(np.zeros((5, 5)), ROLES3 + ("a", "b")).shape != picture.shape
+
+
+def test_draw_round_draws_the_graph_and_what_the_round_runs():
+    adj = np.array([[0, 1, 1, 0], [0, 0, 0, 1], [0, 0, 0, 0], [0, 0, 0, 0]])
+    fig = draw_round(adj, ("a", "b", "c", "d"), active=[1, 1, 1, 1], verify=[0, 0, 1, 0], adversaries=[1])
+    ax = fig.axes[0]
+    assert set(arrows_of(ax)) == {"0->1:message", "0->2:message", "1->3:message"}
+    assert node_fills(ax) == [ROUND_STYLES[k].lower() for k in ("called", "called", "verified", "called")]
+    assert ax.get_title() == "3 edges"
+    assert set(legend_labels(fig)) == {"called", "verified", "not called", "adversary"}
+    fig = draw_round(np.zeros((4, 4)), ("a", "b", "c", "d"), active=[0, 1, 1, 0], title="round 1 of 2")
+    assert node_fills(fig.axes[0]) == [ROUND_STYLES[k].lower()
+                                       for k in ("not called", "called", "called", "not called")]
+    assert not arrows_of(fig.axes[0]) and "adversary" not in legend_labels(fig)
+    assert fig.axes[0].get_title() == "round 1 of 2  (0 edges)"
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(adjacency=np.ones((2, 3, 3))), ["(N, N)", "(2, 3, 3)"]),
+    (dict(adjacency=np.eye(3)), ["self-loop 0->0"]),
+    (dict(adjacency=np.full((3, 3), 2)), ["0/1", "2"]),
+    (dict(active=[1, 0]), ["active", "3 values"]),
+    (dict(verify=[0, 2, 0]), ["verify", "[0, 2, 0]"]),
+    (dict(roles=("a",)), ["roles", "3 labels"]),
+    (dict(adversaries=[3]), ["adversary index 3"]),
+])
+def test_round_picture_bad_input(change, words):
+    args = dict(adjacency=np.zeros((3, 3)), roles=ROLES3)
+    args.update(change)
+    with pytest.raises(ValueError) as err:
+        round_picture(**args)
+    for word in words:
+        assert word in str(err.value), (word, str(err.value))
+
+
+def test_show_picture_without_a_display_saves_a_png(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    picture = round_picture(np.array([[0, 1], [0, 0]]), ("a", "b"))
+    written = show_picture(picture, tmp_path / "frames" / "round_1.png")
+    assert written == str(tmp_path / "frames" / "round_1.png")
+    assert (imread(written)[..., :3] * 255).round().astype(np.uint8).tolist() == picture.tolist()
+    with pytest.raises(ValueError, match="must end in .png"):
+        show_picture(picture, tmp_path / "x.jpg")
+    with pytest.raises(ValueError, match=r"uint8 array of shape \(H, W, 3\)"):
+        show_picture(picture[..., 0], tmp_path / "x.png")
+
+
+def test_show_picture_with_a_display_but_no_gui_backend_saves_a_png(tmp_path):
+    """A display variable but only the Agg backend (pyplot falls back to it): no window can
+    open, so the picture is saved; run in a fresh interpreter so pyplot's backend is its own."""
+    script = (
+        "import sys, numpy as np, matplotlib\n"
+        "matplotlib.use('Agg')\n"
+        "from topo_env.plots import show_picture\n"
+        "print(show_picture(np.zeros((4, 6, 3), np.uint8), sys.argv[1]))\n"
+    )
+    target = tmp_path / "shown.png"
+    out = subprocess.run([sys.executable, "-c", script, str(target)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "DISPLAY": ":99"}, check=True)
+    assert out.stdout.strip() == str(target) and imread(target).shape[:2] == (4, 6)
+
+
+def test_importing_the_module_imports_no_matplotlib():
+    code = "import sys, topo_env.plots; print('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,4 +1,4 @@
-"""benchmarks/rescore_run.py: on the run's own episodes it reproduces results.json; beyond them it
+"""experiments/rescore_run.py: on the run's own episodes it reproduces results.json; beyond them it
 extends the same episode sequence; bad input names the bad value."""
 from __future__ import annotations
 
@@ -10,13 +10,11 @@ import pytest
 import torch
 
 import train_qmix
+from experiments import rescore_run
 from topo_env.config import ConfigError
 from topo_env.oracle import actions_from_names, sequence_names
-from benchmark_scripts import load_benchmark
 
 torch.set_num_threads(1)
-
-rescore_run = load_benchmark("rescore_run")
 
 EVAL_EPISODES = 20
 

@@ -1,5 +1,5 @@
 """Injected adversaries: random placement per episode (reproducible, never observed, the same
-in the env, the batch simulator and the LLM team) and evaluate.py's robustness study."""
+in the env, the batch simulator and the LLM team) and robustness.py's robustness study."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-import evaluate
+import robustness
 import train_qmix
 import topo_env
 from agents_llm.prompts import system_prompt
@@ -210,9 +210,10 @@ def reasoning_dataset(path: Path) -> Path:
 
 
 def llm_settings(server: FakeOpenAIServer, tmp_path: Path) -> dict:
-    return dict(backend="llm", domain="reasoning", dataset=str(reasoning_dataset(tmp_path / "r.jsonl")), train_size=2,
-                llm={"model": "team-model", "base_url": server.base_url, "api_key": "sk-test", "backoff_s": 0.01,
-                     "timeout_s": 5.0, "cache_path": None})
+    return dict(domain="reasoning", backend={"kind": "llm", "dataset": str(reasoning_dataset(tmp_path / "r.jsonl")),
+                                             "train_size": 2, "model": "team-model", "base_url": server.base_url,
+                                             "api_key": "sk-test", "backoff_s": 0.01, "timeout_s": 5.0,
+                                             "cache_path": None})
 
 
 def is_adversarial(request: dict) -> bool:
@@ -243,7 +244,7 @@ def test_llm_team_gives_the_adversarial_prompt_to_the_drawn_agent_only(tmp_path)
         assert len(drawn) > 1
 
 
-# -- evaluate.py ---------------------------------------------------------------------------------
+# -- robustness.py ---------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -257,9 +258,9 @@ def tiny_run(tmp_path_factory) -> Path:
     return out
 
 
-def test_evaluate_end_to_end_on_a_checkpoint(tiny_run, tmp_path, capsys):
+def test_robustness_end_to_end_on_a_checkpoint(tiny_run, tmp_path, capsys):
     out = tmp_path / "robust"
-    assert evaluate.main(["--checkpoint", str(tiny_run), "--adversarial", "1", "--adversary-position", "random",
+    assert robustness.main(["--checkpoint", str(tiny_run), "--adversarial", "1", "--adversary-position", "random",
                           "--no-progress", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     for words in ("Table 2", "Table 3", "acc clean", "acc attacked", "drop (pts)", "total clean",
@@ -292,16 +293,16 @@ def test_evaluate_end_to_end_on_a_checkpoint(tiny_run, tmp_path, capsys):
         assert (out / name).read_bytes()[:8] == PNG_MAGIC, name
     # the same command again: the same figures (placements, episodes, policy)
     again = tmp_path / "again"
-    assert evaluate.main(["--checkpoint", str(tiny_run / "checkpoint.pt"), "--no-progress", "--no-plots", "--json",
+    assert robustness.main(["--checkpoint", str(tiny_run / "checkpoint.pt"), "--no-progress", "--no-plots", "--json",
                           "--out", str(again)]) == 0
     rerun = json.loads(capsys.readouterr().out)
     assert rerun.pop("checkpoint") == str(tiny_run / "checkpoint.pt") and res.pop("checkpoint") == str(tiny_run)
     assert rerun == res
 
 
-def test_evaluate_fixed_position_baselines_only(tmp_path, capsys):
+def test_robustness_fixed_position_baselines_only(tmp_path, capsys):
     out = tmp_path / "fixed"
-    assert evaluate.main(["--adversary-position", "2", "--episodes", "12", "--policies", "full,chain,solo",
+    assert robustness.main(["--adversary-position", "2", "--episodes", "12", "--policies", "full,chain,solo",
                           "--set", "train.seed=4", "--no-progress", "--no-plots", "--out", str(out)]) == 0
     res = json.loads((out / "robustness.json").read_text())
     assert list(res["clean"]) == ["full", "chain", "solo"] and res["seed"] == 4
@@ -312,16 +313,16 @@ def test_evaluate_fixed_position_baselines_only(tmp_path, capsys):
     assert "Table 2" in capsys.readouterr().out
 
 
-def test_evaluate_with_the_llm_backend(tmp_path, capsys):
+def test_robustness_with_the_llm_backend(tmp_path, capsys):
     with FakeOpenAIServer([("ok", "Answer: B\nConfidence: 0.7", {"prompt_tokens": 5, "completion_tokens": 3})]) as srv:
         config = tmp_path / "llm.yaml"
         config.write_text(yaml.safe_dump({"env": llm_settings(srv, tmp_path)}))
         out = tmp_path / "llm"
-        assert evaluate.main(["--config", str(config), "--policies", "solo", "--episodes", "3", "--no-progress",
+        assert robustness.main(["--config", str(config), "--policies", "solo", "--episodes", "3", "--no-progress",
                               "--no-plots", "--out", str(out)]) == 0
         res = json.loads((out / "robustness.json").read_text())
         adversarial = [r for r in srv.requests if is_adversarial(r)]
-    assert res["config"]["env"]["backend"] == "llm" and "api_key" not in json.dumps(res)
+    assert res["config"]["env"]["backend"]["kind"] == "llm" and "api_key" not in json.dumps(res)
     # solo, 2 rounds: one adversarial request per attacked episode and round, none in the clean run
     assert len(adversarial) == 3 * 2
     assert res["clean"]["solo"]["accuracy"] == res["attacked"]["solo"]["accuracy"] == 1.0  # the fake model says B
@@ -340,9 +341,9 @@ def test_evaluate_with_the_llm_backend(tmp_path, capsys):
     (["--checkpoint", "/nonexistent/run"], ["/nonexistent/run", "not found"]),
     (["--set", "env.n_agents=1"], ["n_agents=1"]),
 ])
-def test_evaluate_bad_input(argv, words, tmp_path, capsys):
+def test_robustness_bad_input(argv, words, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
-        evaluate.main([*argv, "--no-progress", "--out", str(tmp_path / "never")])
+        robustness.main([*argv, "--no-progress", "--out", str(tmp_path / "never")])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     for word in words:

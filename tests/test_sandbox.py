@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import textwrap
 import time
 import uuid
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from agents_llm import sandbox
+from agents_llm import sandbox, sandbox_boot
 from agents_llm.sandbox import ExecutionResult, execute, network_isolation_available
 
 IS_ROOT = os.geteuid() == 0
@@ -390,6 +391,20 @@ def test_network_isolation_available_as_root_here():
     if unshare_works:
         assert ISOLATED is True
     assert network_isolation_available() is ISOLATED
+
+
+def test_bootstrap_is_a_module_run_by_its_path():
+    """The child side is agents_llm/sandbox_boot.py, started by its path in isolated mode (no installed
+    package needed): its probe agrees with network_isolation_available(), a bad command gets a usage line."""
+    boot = Path(sandbox_boot.__file__).resolve()
+    assert Path(sandbox._BOOT_SCRIPT).resolve() == boot
+    env = {"PATH": "/usr/bin:/bin"}
+    probe = subprocess.run([sys.executable, "-I", "-B", str(boot), "probe"], capture_output=True, env=env,
+                           cwd="/", timeout=30)
+    assert (probe.returncode == 0) is ISOLATED, probe.stderr
+    bad = subprocess.run([sys.executable, "-I", "-B", str(boot), "start"], capture_output=True, text=True,
+                         env=env, cwd="/", timeout=30)
+    assert bad.returncode == 2 and bad.stderr.startswith("sandbox: usage: sandbox_boot.py probe | run")
 
 
 def test_output_flood_is_truncated():

@@ -1,12 +1,14 @@
 """Scorers of the real LLM teams: multiple choice, math (math-verify + timeout), code (sandbox)."""
 from __future__ import annotations
 
+import io
+import json
 import threading
 import time
 
 import pytest
 
-from agents_llm import scoring
+from agents_llm import math_verify_worker, scoring
 from agents_llm.scoring import (
     build_program,
     extract_choice,
@@ -18,6 +20,7 @@ from agents_llm.scoring import (
     strip_code_fences,
 )
 from topo_env.tasks import Task
+
 
 def needs_math_verify(test):
     """Marks tests that exercise math-verify itself (a required dependency)."""
@@ -192,6 +195,32 @@ def test_score_math_pathological_from_a_thread():
     th.join(timeout=60)
     assert out == {"s": 0.0}
     assert time.monotonic() - t0 < 5.0
+
+
+@needs_math_verify
+def test_math_worker_protocol():
+    """The worker module answers one JSON line per request, also for a request it cannot read."""
+    requests = io.StringIO('{"gold": "\\\\boxed{\\\\frac{1}{2}}", "pred": "$0.5$"}\n'
+                           '{"gold": "\\\\boxed{2}", "pred": "\\\\boxed{3}"}\n{"gold": 1\n')
+    replies = io.StringIO()
+    math_verify_worker.serve(requests, replies)
+    lines = [json.loads(line) for line in replies.getvalue().splitlines()]
+    assert lines[:3] == [{"ready": True}, {"ok": True, "result": True}, {"ok": True, "result": False}]
+    assert lines[3]["ok"] is False and "JSONDecodeError" in lines[3]["error"] and len(lines) == 4
+
+
+@needs_math_verify
+def test_math_worker_starts_from_any_directory(tmp_path, monkeypatch):
+    """The worker is ``python -m agents_llm.math_verify_worker``: it does not depend on the caller's directory
+    or PYTHONPATH."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    worker = scoring._MathWorker()
+    try:
+        assert worker.verify("\\boxed{\\frac{1}{2}}", "\\boxed{0.5}", 30.0) is True
+        assert worker.verify("\\boxed{2}", "\\boxed{3}", 30.0) is False
+    finally:
+        worker.kill()
 
 
 # =========================================================================== code

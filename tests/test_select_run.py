@@ -1,4 +1,4 @@
-"""benchmarks/select_run.py: every run plays the same selection episodes, the pick is the best
+"""experiments/select_run.py: every run plays the same selection episodes, the pick is the best
 mean, the differences are paired; with ``oracles`` the runs' distinct oracle sequences play the
 same episodes beside them; runs of different envs and bad input name the bad value."""
 from __future__ import annotations
@@ -13,15 +13,13 @@ import pytest
 import torch
 
 import train_qmix
+from experiments import select_run
 from learners.evaluation import QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint, paired_difference
 from topo_env.baselines import make_baseline
 from topo_env.config import ConfigError
 from topo_env.env import TopologyParallelEnv
-from benchmark_scripts import load_benchmark
 
 torch.set_num_threads(1)
-
-select_run = load_benchmark("select_run")
 
 EPISODES = 30
 

@@ -15,7 +15,6 @@ play the same joint action every round:
 """
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -41,17 +40,28 @@ def default_rounds(profile: str) -> int:
 
 
 class Policy(Protocol):
-    """What :func:`evaluate_policy` drives: one joint action per env step."""
+    """What :func:`evaluate_policy` drives: one joint action per env step, from what the agents
+    observe. A policy sees the observations and the infos of the last step (or of the reset),
+    never the env itself."""
 
     name: str
+    privileged: bool  # True only for oracles that are told the task (SequencePolicy by bucket)
 
     def reset(self, seed: int | None) -> None:
         """Start an episode; ``seed`` fixes any randomness of the policy (None: fresh entropy)."""
         ...
 
-    def act(self, observations: dict, env) -> dict[str, int]:
+    def act(self, observations: dict, infos: dict) -> dict[str, int]:
         """Actions (ints 0..5) for every agent in ``observations`` (the env's live agents)."""
         ...
+
+
+def agent_index(name: str) -> int:
+    """The index i of the PettingZoo agent name ``agent_i``."""
+    prefix, _, index = name.rpartition("_")
+    if prefix != "agent" or not index.isdigit():
+        raise ValueError(f"agent name {name!r}: expected 'agent_<index>'")
+    return int(index)
 
 
 def _check_name(name: str) -> None:
@@ -105,27 +115,30 @@ def open_loop_actions(name: str, n_agents: int, rounds: int, roles: Sequence[str
 
 
 class FixedTopologyPolicy:
-    """Plays :func:`fixed_joint_action` of its baseline every round."""
+    """Plays :func:`fixed_joint_action` of its baseline every round. ``roles``: the team's role
+    kinds (for ``star``'s analyzer; None: the last agent is the analyzer, as in the default team)."""
 
-    def __init__(self, name: str):
+    privileged = False
+
+    def __init__(self, name: str, roles: Sequence[str] | None = None):
         fixed_joint_action(name, 2)  # validates the name
         self.name = name
+        self.roles = None if roles is None else tuple(roles)
 
     def reset(self, seed: int | None) -> None:
         """Nothing to reset: the policy is deterministic."""
 
-    def act(self, observations: dict, env) -> dict[str, int]:
+    def act(self, observations: dict, infos: dict) -> dict[str, int]:
         """Raises ValueError if the env masks out an action this baseline needs."""
-        joint = fixed_joint_action(self.name, env.n_agents, env.config.roles)
+        n = len(self.roles) if self.roles is not None else len(observations)
+        joint = fixed_joint_action(self.name, n, self.roles)
         actions: dict[str, int] = {}
-        for i, agent in enumerate(env.possible_agents):
-            if agent not in observations:
-                continue
-            a = int(joint[i])
-            if not observations[agent]["action_mask"][a]:
+        for agent, obs in observations.items():
+            a = int(joint[agent_index(agent)])
+            if not obs["action_mask"][a]:
                 raise ValueError(
-                    f"baseline {self.name!r} needs action {ACTION_NAMES[a]!r} for {agent}, but this env "
-                    f"disables it (disabled_actions={[ACTION_NAMES[d] for d in env.config.disabled_actions]})"
+                    f"baseline {self.name!r} needs action {ACTION_NAMES[a]!r} for {agent}, but the env masks it out "
+                    f"(action_mask {np.asarray(obs['action_mask']).tolist()}): drop it from disabled_actions"
                 )
             actions[agent] = a
         return actions
@@ -138,6 +151,7 @@ class RandomPolicy:
     """
 
     name = "random"
+    privileged = False
 
     def __init__(self, seed: int | None = None):
         self.reset(seed)
@@ -145,11 +159,9 @@ class RandomPolicy:
     def reset(self, seed: int | None) -> None:
         self._rng = np.random.default_rng(None if seed is None else [int(seed), _RANDOM_STREAM])
 
-    def act(self, observations: dict, env) -> dict[str, int]:
+    def act(self, observations: dict, infos: dict) -> dict[str, int]:
         actions: dict[str, int] = {}
-        for agent in env.possible_agents:
-            if agent not in observations:
-                continue
+        for agent in observations:
             valid = np.flatnonzero(np.asarray(observations[agent]["action_mask"]))
             if valid.size == 0:
                 raise ValueError(f"random policy: {agent} has no valid action (all masked out)")
@@ -161,29 +173,39 @@ class SequencePolicy:
     """Plays a given open-loop sequence: ``sequences[key]`` is a (T, N) action array.
 
     With the key ``"all"`` every task gets the same sequence (the fixed oracle); with keys
-    ``"easy" / "medium" / "hard"`` the policy reads the task's difficulty bucket from
-    ``env.task.metadata["bucket"]``, a privilege only the bucket oracle has.
+    ``"easy" / "medium" / "hard"`` (or 0 / 1 / 2) the sequence depends on the task's difficulty
+    bucket, a privilege only the bucket oracle has: such a policy is ``privileged`` and
+    :func:`evaluate_policy` hands it the task through :meth:`reveal_task` before each episode.
     """
 
     def __init__(self, name: str, sequences: dict[str, np.ndarray]):
         self.name = name
         self.sequences = {k: np.asarray(v, dtype=np.int64) for k, v in sequences.items()}
+        self.privileged = "all" not in self.sequences
+        self._key: Any = "all"
+        self._round = 0
 
     def reset(self, seed: int | None) -> None:
-        """Nothing to reset: the policy is deterministic."""
+        """Back to round 0 (the sequence itself is deterministic)."""
+        self._round = 0
 
-    def act(self, observations: dict, env) -> dict[str, int]:
-        key = "all" if "all" in self.sequences else env.task.metadata["bucket"]
-        joint = self.sequences[key][env.round]
-        return {agent: int(joint[i]) for i, agent in enumerate(env.possible_agents) if agent in observations}
+    def reveal_task(self, task) -> None:
+        """The bucket oracle's privilege: the episode's task (its ``metadata["bucket"]``)."""
+        self._key = "all" if not self.privileged else task.metadata["bucket"]
+
+    def act(self, observations: dict, infos: dict) -> dict[str, int]:
+        joint = self.sequences[self._key][self._round]
+        self._round += 1
+        return {agent: int(joint[agent_index(agent)]) for agent in observations}
 
 
-def make_baseline(name: str, seed: int | None = None) -> Policy:
-    """The baseline policy called ``name`` (one of :data:`BASELINES`); ``seed`` seeds ``random``."""
+def make_baseline(name: str, seed: int | None = None, roles: Sequence[str] | None = None) -> Policy:
+    """The baseline policy called ``name`` (one of :data:`BASELINES`); ``seed`` seeds ``random``;
+    ``roles``: the team's role kinds (where ``star`` puts its hub; None: the default team's)."""
     _check_name(name)
     if name == "random":
         return RandomPolicy(seed)
-    return FixedTopologyPolicy(name)
+    return FixedTopologyPolicy(name, roles)
 
 
 def evaluate_policy(env, policy: Policy, episodes: int, seed: int = 0, split: str = "eval",
@@ -211,9 +233,11 @@ def evaluate_policy(env, policy: Policy, episodes: int, seed: int = 0, split: st
     for k in tqdm(range(int(episodes)), desc=f"evaluate {policy.name}", disable=not progress, file=sys.stderr):
         observations, infos = env.reset(seed=int(seed) + k, options={"split": split})
         policy.reset(int(seed) + k)
+        if getattr(policy, "privileged", False):  # user policies may leave the flag out
+            policy.reveal_task(env.unwrapped.task)
         episode_return, episode_density, done = 0.0, [], False
         while not done:
-            observations, rewards, terminations, truncations, infos = env.step(policy.act(observations, env))
+            observations, rewards, terminations, truncations, infos = env.step(policy.act(observations, infos))
             episode_return += float(rewards[first])
             episode_density.append(float(infos[first]["density"]))
             done = all(terminations.values()) or all(truncations.values()) or not env.agents
@@ -258,23 +282,8 @@ def evaluate_open_loop(name: str, profile: str, episodes: int, rounds: int | Non
     }
 
 
-def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    """A plain-text table of ``rows`` (dicts) with the given column keys; floats to 4 places."""
-    def cell(v: Any) -> str:
-        if isinstance(v, float):
-            return "nan" if math.isnan(v) else f"{v:.4f}"
-        return str(v)
-
-    cells = [[cell(r.get(c, "")) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[j]) for row in cells)) for j, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
-    return "\n".join(lines)
-
-
 __all__ = [
     "BASELINES", "DEFAULT_ROUNDS", "FIXED_BASELINES", "FixedTopologyPolicy", "Policy", "RandomPolicy",
     "analyzer_index", "default_rounds", "evaluate_open_loop", "evaluate_policy", "fixed_joint_action",
-    "format_table", "make_baseline", "open_loop_actions",
+    "SequencePolicy", "agent_index", "make_baseline", "open_loop_actions",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +18,11 @@ from topo_env.sim.tasks import SPLITS
 from topo_env.targets import TARGET_RULES
 from topo_env.tasks import DOMAINS
 
-BACKENDS: tuple[str, ...] = ("sim", "llm")
 REWARD_MODES: tuple[str, ...] = ("sparse", "shaped")
 ADVERSARY_POSITIONS: tuple[str, ...] = ("fixed", "random")
-RENDER_MODES: tuple[str | None, ...] = (None, "ansi")
+RENDER_MODES: tuple[str | None, ...] = (None, "ansi", "rgb_array", "human")
+MOVED_TO_BACKEND: tuple[str, ...] = ("llm", "dataset", "train_size")
+"""Old top-level env keys that now live in ``env.backend`` (refused with the nested form)."""
 
 
 class ConfigError(ValueError):
@@ -37,8 +38,13 @@ class EnvConfig:
         n_agents: team size N >= 2 (paper: 3).
         rounds: communication rounds T >= 1 per episode (paper: 3 math, 2 code/reasoning).
         profile: simulated benchmark profile (see ``topo_env.sim.profiles.PROFILES``).
-        domain: optional; if given, must be a known domain and match the profile's.
-        backend: who answers: ``"sim"`` (the calibrated simulated team).
+        domain: optional; if given, must be a known domain and match the profile's (the LLM
+            backend needs it: the domain its dataset's tasks are drawn from).
+        backend: who answers, with that backend's keys (:mod:`topo_env.backends`):
+            ``"sim"`` / ``{kind: sim}`` (the calibrated simulated team, the default) or
+            ``{kind: llm, model: ..., base_url: ..., dataset: ..., train_size: ...}``
+            (:class:`~topo_env.backends.LLMBackendConfig`); a string means ``{kind: <string>}``.
+            Built into that kind's frozen config dataclass; ``api_key`` is never written out.
         roles: role kind per agent (``specialist`` / ``analyzer``); default N-1 specialists
             then one analyzer, as in the paper's teams.
         adversarial_agents: with ``adversary_position="fixed"``, the indices of the agents
@@ -57,12 +63,8 @@ class EnvConfig:
         encoder, embed_dim: task text encoder for observations (``hashed`` or ``minilm``).
         disabled_actions: actions masked out for every agent (names or indices).
         split: task split episodes draw from (``train`` or ``eval``: disjoint tasks).
-        render_mode: ``None`` or ``"ansi"``.
-        llm: for ``backend="llm"``: the :class:`agents_llm.client.LLMConfig` keys (``model``,
-            ``base_url``, sampling, retries, ``cache_path``); ``api_key`` is better left to the
-            ``OPENAI_API_KEY`` variable and is never written out.
-        dataset: for ``backend="llm"``: ``"humaneval"`` or the path of a JSONL task file
-            (schema in :mod:`agents_llm.tasks`). ``train_size``: training tasks, the rest held out.
+        render_mode: ``None``, ``"ansi"`` (the transcript), ``"rgb_array"`` (the round's topology picture) or
+            ``"human"`` (that picture in a window, or saved where no display exists).
         personas: persona per agent (e.g. "algorithm designer"; see ``topo_env.roles``), in the
             LLM agents' prompts and in every agent's observation; default: the analyzer is the
             critical reviewer, specialists take the domain's personas in turn.
@@ -72,7 +74,7 @@ class EnvConfig:
     rounds: int = 2
     profile: str = "mmlu_pro"
     domain: str | None = None
-    backend: str = "sim"
+    backend: Any = "sim"  # after validation: the kind's config dataclass (topo_env.backends)
     roles: tuple[str, ...] | None = None
     adversarial_agents: tuple[int, ...] = ()
     adversary_position: str = "fixed"
@@ -87,9 +89,6 @@ class EnvConfig:
     disabled_actions: tuple[int, ...] = ()
     split: str = "train"
     render_mode: str | None = None
-    llm: dict | None = field(default=None, repr=False)
-    dataset: str | None = None
-    train_size: int = 15
     personas: tuple[str, ...] | None = None  # None: topo_env.roles.default_personas
 
     def __post_init__(self) -> None:
@@ -98,12 +97,9 @@ class EnvConfig:
         _choice(self, "profile", tuple(PROFILES))
         if self.domain is not None:
             _choice(self, "domain", DOMAINS)
-            if self.backend == "sim" and self.domain != PROFILES[self.profile].domain:
-                raise ConfigError(
-                    f"domain={self.domain!r} does not match profile {self.profile!r} (domain "
-                    f"{PROFILES[self.profile].domain!r})"
-                )
-        _choice(self, "backend", BACKENDS)
+        from topo_env.backends import backend_config  # local: topo_env.backends imports this module
+
+        object.__setattr__(self, "backend", backend_config(self.backend))
         roles = self.roles
         if roles is None:
             roles = ("specialist",) * (self.n_agents - 1) + ("analyzer",)
@@ -157,7 +153,6 @@ class EnvConfig:
         object.__setattr__(self, "disabled_actions", tuple(sorted(set(disabled))))
         _choice(self, "split", tuple(SPLITS))
         _choice(self, "render_mode", RENDER_MODES)
-        _int(self, "train_size", minimum=0)
         personas = self.personas
         if personas is None:
             personas = default_personas(self.domain or PROFILES[self.profile].domain, roles)
@@ -168,13 +163,9 @@ class EnvConfig:
             if not isinstance(persona, str) or not persona.strip():
                 raise ConfigError(f"personas contains {persona!r}: each must be a non-empty string")
         object.__setattr__(self, "personas", personas)
-        if self.backend == "llm":
-            if self.domain is None:
-                raise ConfigError("backend='llm' needs domain: one of " + str(list(DOMAINS)))
-            if not isinstance(self.llm, dict) or not self.llm.get("model"):
-                raise ConfigError(f"backend='llm' needs llm: {{model: ..., base_url: ...}}, got llm={_masked(self.llm)!r}")
-            if not isinstance(self.dataset, str) or not self.dataset:
-                raise ConfigError(f"backend='llm' needs dataset: 'humaneval' or a JSONL path, got {self.dataset!r}")
+        check = getattr(self.backend, "check", None)
+        if check is not None:
+            check(self)
 
     @property
     def adversary_count(self) -> int:
@@ -190,12 +181,18 @@ class EnvConfig:
 
     @property
     def resolved_domain(self) -> str:
-        return self.domain if self.backend == "llm" else PROFILES[self.profile].domain
+        """The domain the team solves: ``domain`` when given, else the profile's."""
+        return self.domain if self.domain is not None else PROFILES[self.profile].domain
 
     @classmethod
     def from_dict(cls, values: dict[str, Any] | None) -> "EnvConfig":
-        """Build from a mapping; an unknown key raises a ConfigError naming it."""
+        """Build from a mapping; an unknown key raises a ConfigError naming it, and the keys that
+        moved under ``backend`` (``llm``, ``dataset``, ``train_size``) one showing the nested form."""
         values = dict(values or {})
+        moved = [key for key in MOVED_TO_BACKEND if key in values]
+        if moved:
+            raise ConfigError(f"env key(s) {moved} moved under env.backend: write backend: {{kind: llm, model: ..., "
+                              "base_url: ..., dataset: ..., train_size: ...} (keys in topo_env/backends.py)")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -207,7 +204,7 @@ class EnvConfig:
         d["roles"] = list(self.roles)
         d["adversarial_agents"] = list(self.adversarial_agents)
         d["disabled_actions"] = [ACTION_NAMES[a] for a in self.disabled_actions]
-        d["llm"] = _masked(self.llm)
+        d["backend"] = public_dict(self.backend)
         d["personas"] = list(self.personas)
         return d
 
@@ -233,7 +230,8 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML config file into a dict (a clear error if it is not a mapping)."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist")
+        raise ConfigError(f"config file {str(path)!r} does not exist; give the path of a YAML config (the shipped ones "
+                          "are in configs/)")
     data = parse_yaml(path.read_text())
     if data is None:
         return {}
@@ -256,15 +254,30 @@ def load_env_config(path: str | Path, overrides: dict[str, Any] | None = None) -
 
 
 def env_difference(a: EnvConfig, b: EnvConfig) -> str | None:
-    """``"env.KEY: A against B"`` for the first field where two env configs differ (the llm
-    section without its API key), or None when they are equal."""
+    """``"env.KEY: A against B"`` for the first field where two env configs differ (the backend
+    without its API key), or None when they are equal."""
     for f in dataclasses.fields(a):
         va, vb = getattr(a, f.name), getattr(b, f.name)
         if va != vb:
-            if f.name == "llm":
-                va, vb = _masked(va), _masked(vb)
+            if f.name == "backend":
+                va, vb = public_dict(va), public_dict(vb)
             return f"env.{f.name}: {va!r} against {vb!r}"
     return None
+
+
+def nest_legacy_backend(section: dict[str, Any]) -> dict[str, Any]:
+    """An ``env`` section saved before the backend keys were nested (results.json, config.json
+    and checkpoints of older runs) in today's form: ``llm``, ``dataset`` and ``train_size`` move
+    into ``backend``. Sections already nested come back unchanged; meant for saved runs only
+    (hand-written configs with the old keys are refused, see :meth:`EnvConfig.from_dict`)."""
+    if not any(key in section for key in MOVED_TO_BACKEND):
+        return dict(section)
+    section = dict(section)
+    llm, dataset, train_size = (section.pop(key, None) for key in MOVED_TO_BACKEND)
+    if section.get("backend", "sim") == "llm":
+        section["backend"] = {"kind": "llm", **(llm or {}), "dataset": dataset,
+                              **({} if train_size is None else {"train_size": train_size})}
+    return section
 
 
 def check_adversaries(values: Any, n_agents: int, key: str) -> tuple[int, ...]:
@@ -283,12 +296,16 @@ def check_adversaries(values: Any, n_agents: int, key: str) -> tuple[int, ...]:
     return tuple(int(i) for i in adv)
 
 
-def _masked(llm: Any) -> Any:
-    """The llm section without its API key (for files, messages and resumed runs, which then
-    take the key from ``OPENAI_API_KEY`` again)."""
-    if not isinstance(llm, dict):
-        return llm
-    return {k: v for k, v in llm.items() if k != "api_key"}
+def public_dict(config: Any) -> Any:
+    """A backend config (or its mapping) as a dict with ``kind`` first and without ``api_key``:
+    what files, messages and resumed runs see (they take the key from ``OPENAI_API_KEY`` again)."""
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        config = dataclasses.asdict(config)
+    if not isinstance(config, dict):
+        return config
+    ordered = {"kind": config["kind"]} if "kind" in config else {}
+    ordered.update((k, v) for k, v in config.items() if k not in ("kind", "api_key"))
+    return ordered
 
 
 def _is_int(v: Any) -> bool:

@@ -2,9 +2,11 @@
 
 One episode is one task and ``rounds`` communication rounds. Each round every agent picks a
 :class:`~topo_env.actions.CommAction`; the joint action becomes a directed graph
-(:func:`~topo_env.graph.build_adjacency`, targets from :mod:`topo_env.targets`); the round
-runs over that graph (:class:`~topo_env.executor.RoundExecutor`). After the last round the
-decision node (FinalRefer) answers and the team is scored.
+(:func:`~topo_env.graph.build_adjacency`, targets from :mod:`topo_env.targets`) and so a
+:class:`~topo_env.engine.RoundSpec` (everyone active, execute_verify agents verified), which the
+episode engine (:class:`~topo_env.engine.TeamEpisode`) runs. After the last round the decision
+node (FinalRefer) answers and the team is scored. This module is only the translation: the
+engine owns the task, the calls, the tokens, the decision and the reward.
 
 Rewards (paper Eq. 12): ``R = w_acc * accuracy - w_tok * min(tokens_used / max_tokens, 1)``.
 ``reward_mode="sparse"`` pays R to every agent at the last round (0 before);
@@ -18,8 +20,8 @@ and ``env.agents == []``.
 """
 from __future__ import annotations
 
-import asyncio
 import numbers
+from typing import NamedTuple
 from typing import Any
 
 import gymnasium
@@ -27,44 +29,66 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from topo_env.actions import ACTION_NAMES, N_ACTIONS
-from topo_env.backend import Message, TeamBackend, Verdict
-from topo_env.config import ConfigError, EnvConfig, check_adversaries
+from topo_env.actions import ACTION_NAMES, N_ACTIONS, CommAction
+from topo_env.backend import TeamBackend
+from topo_env.backends import make_backend
+from topo_env.config import EnvConfig
 from topo_env.encoders import make_encoder
-from topo_env.executor import RoundExecutor, RoundResult
-from topo_env.graph import PlanCache, adjacency_of
+from topo_env.engine import RewardConfig, RoundSpec, TeamEpisode, episode_transcript
+from topo_env.frontend import choose_task, forced_adversaries, render_picture, start_episode
+from topo_env.executor import RoundResult
 from topo_env.observation import ObservationBuilder, answer_codes
-from topo_env.sim.profiles import get_profile
-from topo_env.sim.team import SimTeamBackend
+from topo_env.graph import adjacency_of
 from topo_env.targets import choose_targets_one
 from topo_env.tasks import Task
 
 INFO_KEYS: tuple[str, ...] = (
     "calls", "round_tokens", "team_tokens", "edges", "density", "accuracy",
-    "target", "in_degree", "out_degree", "tokens_estimated", "action_mask",
+    "target", "in_degree", "out_degree", "tokens_estimated", "sent_to",
 )
 
 
-def make_backend(config: EnvConfig) -> TeamBackend:
-    """The team backend a config asks for."""
-    if config.backend == "sim":
-        return SimTeamBackend(get_profile(config.profile))
-    if config.backend == "llm":
-        from agents_llm.client import LLMConfig  # real LLM teams: imported only when used
-        from agents_llm.tasks import load_humaneval, load_jsonl
-        from agents_llm.team import LLMTeamBackend, TaskPool
+def comm_round_spec(actions: list[int], targets: list[int]) -> RoundSpec:
+    """The :class:`~topo_env.engine.RoundSpec` a validated joint action makes: the graph of
+    :func:`~topo_env.graph.build_adjacency` with these targets, everyone active, and the
+    ``execute_verify`` agents verified."""
+    n = len(actions)
+    verify = np.array([a == CommAction.EXECUTE_VERIFY for a in actions], dtype=bool)
+    return RoundSpec(adjacency_of(actions, targets).view(bool), np.ones(n, dtype=bool), verify)
 
-        try:
-            llm = LLMConfig(**config.llm)
-        except TypeError as err:
-            raise ConfigError(f"llm section: {err}") from None
-        tasks = load_humaneval() if config.dataset == "humaneval" else load_jsonl(config.dataset, config.domain)
-        tasks = [t for t in tasks if t.domain == config.domain]
-        if not tasks:
-            raise ConfigError(f"dataset={config.dataset!r} holds no {config.domain} tasks")
-        pool = TaskPool(tasks, train_size=min(config.train_size, len(tasks) - 1))
-        return LLMTeamBackend(config.domain, llm, pool, config.roles, config.personas)
-    raise ConfigError(f"backend={config.backend!r}: no such backend")
+
+class CommRound(NamedTuple):
+    """One round of the PettingZoo env: the joint action, the targets it resolved to, and the
+    engine's :class:`~topo_env.executor.RoundResult` (``adjacency``, ``plan``, ``finals``,
+    ``calls``, ``round``, ``spec`` are read through)."""
+
+    result: RoundResult
+    actions: tuple[int, ...]
+    targets: tuple[int, ...]
+
+    @property
+    def round(self) -> int:
+        return self.result.round
+
+    @property
+    def adjacency(self) -> np.ndarray:
+        return self.result.adjacency
+
+    @property
+    def plan(self):
+        return self.result.plan
+
+    @property
+    def finals(self):
+        return self.result.finals
+
+    @property
+    def calls(self):
+        return self.result.calls
+
+    @property
+    def spec(self):
+        return self.result.spec
 
 
 def parallel_env(**config: Any) -> "TopologyParallelEnv":
@@ -91,7 +115,8 @@ class TopologyParallelEnv(ParallelEnv):
     never in observations or infos: a policy must tell an adversary from its behaviour.
     """
 
-    metadata = {"name": "topomarl_v0", "render_modes": ["ansi"], "is_parallelizable": True}
+    metadata = {"name": "topomarl_v0", "render_modes": ["ansi", "rgb_array", "human"], "is_parallelizable": True,
+                "render_fps": 1}
 
     def __init__(self, config: EnvConfig | None = None, backend: TeamBackend | None = None):
         self.config = config or EnvConfig()
@@ -105,9 +130,9 @@ class TopologyParallelEnv(ParallelEnv):
         self.encoder = make_encoder(cfg.encoder, None if cfg.encoder == "minilm" else cfg.embed_dim)
         self.obs_builder = ObservationBuilder(cfg.n_agents, cfg.rounds, cfg.roles, self.encoder.dim, cfg.max_tokens,
                                               cfg.personas)
-        self.executor = RoundExecutor(self.backend, cfg.roles, cfg.adversarial_agents)
+        self.episode = TeamEpisode(self.backend, cfg.roles, cfg.rounds,
+                                   RewardConfig(cfg.w_acc, cfg.w_tok, cfg.max_tokens, cfg.reward_mode))
         self.adversaries: tuple[int, ...] = tuple(sorted(cfg.adversarial_agents))
-        self._plans = PlanCache()
         mask = np.ones(N_ACTIONS, dtype=np.int8)
         mask[list(cfg.disabled_actions)] = 0
         self._mask = mask
@@ -121,9 +146,9 @@ class TopologyParallelEnv(ParallelEnv):
         self._act_space = spaces.Discrete(N_ACTIONS)
         self.state_space = spaces.Box(-np.inf, np.inf, shape=(self.obs_builder.state_dim,), dtype=np.float32)
         self._rng: np.random.Generator | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._ended = True
-        self.history: list[RoundResult] = []
+        self.history: list[CommRound] = []
+        self._set_adjacency(np.zeros((cfg.n_agents, cfg.n_agents), dtype=np.int8))
 
     # -- spaces (same object every call) -------------------------------------------------
     def observation_space(self, agent: str) -> spaces.Space:
@@ -141,34 +166,23 @@ class TopologyParallelEnv(ParallelEnv):
         saved = rng.bit_generator.state
         options = dict(options or {})
         try:
-            forced = options.get("adversaries")
-            if forced is not None:
-                forced = tuple(sorted(check_adversaries(forced, self.n_agents, "options['adversaries']")))
-            task = self._choose_task(rng, options)
+            forced = forced_adversaries(options, self.n_agents)
+            task = choose_task(self.backend, self.config, rng, options)
             template = self.obs_builder.episode_template(
                 self.encoder.encode(task.prompt), int(task.metadata.get("prompt_tokens", len(task.prompt.split())))
             )
-            self.backend.start_episode(task, rng, self.n_agents, self.rounds)  # validates, then commits
-            drawn = self.config.draw_adversaries(rng)  # after task and noise: they do not depend on it
+            drawn = start_episode(self.episode, self.config, task, rng, forced)
         except BaseException:
             rng.bit_generator.state = saved
             raise
-        self._rng, self.task, self._template = rng, task, template
-        self.adversaries = drawn if forced is None else forced
-        self.executor.adversarial = frozenset(self.adversaries)
+        self._rng, self._template = rng, template
+        self.adversaries = drawn
         n = self.n_agents
-        self.round = 0
         self.agents = list(self.possible_agents)
         self._ended = False
         self.history = []
         self._set_adjacency(np.zeros((n, n), dtype=np.int8))
-        self._previous: list[Message | None] = [None] * n
         self._prev_actions: tuple[int, ...] | None = None
-        self._agent_tokens = [0] * n
-        self._team_tokens = 0
-        self._penalty_paid = 0.0
-        self.accuracy = 0.0
-        self.decision = None
         self._obs = self._observe()
         infos = self._infos(calls=[0] * n, round_tokens=[0] * n, targets=[-1] * n, estimated=False)
         return self._obs_dict(), infos
@@ -178,31 +192,27 @@ class TopologyParallelEnv(ParallelEnv):
             raise RuntimeError("step() called after the episode ended; call reset() first")
         acts = self._validate(actions)
         n = self.n_agents
+        episode = self.episode
         if self._prev_actions is None:
             targets = choose_targets_one(self.config.target_rule, None, None, n)
         else:
-            codes = answer_codes([m.answer for m in self._previous])
-            confs = [0.5 if m.confidence is None else m.confidence for m in self._previous]
+            previous = episode.last_outputs
+            codes = answer_codes([m.answer for m in previous])
+            confs = [0.5 if m.confidence is None else m.confidence for m in previous]
             targets = choose_targets_one(self.config.target_rule, codes, confs, n)
-        adjacency = adjacency_of(acts, targets)
-        plan = self._plans(adjacency)
-        result = self._run(self.executor.run_round(self.task, self.round, acts, targets, adjacency, plan, self._previous))
-        self.history.append(result)
-        round_tokens = result.tokens_per_agent(n)
+        spec = comm_round_spec(acts, targets)
+        tokens_before = list(episode.agent_tokens)
+        result = episode.run_round(spec)
+        self.history.append(CommRound(result, tuple(acts), tuple(targets)))
+        round_tokens = [after - before for after, before in zip(episode.agent_tokens, tokens_before)]
         estimated = any(c.reply.tokens_estimated for c in result.calls)
-        self._agent_tokens = [a + b for a, b in zip(self._agent_tokens, round_tokens)]
-        self._team_tokens += sum(round_tokens)
-        self._previous = list(result.finals)
         self._prev_actions = tuple(acts)
-        self._set_adjacency(adjacency)
-        self.round += 1
-        last = self.round == self.rounds
+        self._set_adjacency(result.adjacency)
+        last = episode.round == self.rounds
         if last:
-            self.decision = self._run(self.backend.decide(self.task, result.finals))
-            self._team_tokens += self.decision.reply.total_tokens
-            estimated = estimated or self.decision.reply.tokens_estimated
-            self.accuracy = self.decision.accuracy
-        reward = self._reward(last)
+            episode.decide()
+            estimated = estimated or episode.decision.reply.tokens_estimated
+        reward = episode.step_reward()
         self._obs = self._observe()
         obs = self._obs_dict()
         infos = self._infos(calls=result.calls_per_agent(n), round_tokens=round_tokens, targets=list(targets),
@@ -215,14 +225,23 @@ class TopologyParallelEnv(ParallelEnv):
             self.agents = []
         return obs, rewards, terminations, truncations, infos
 
-    def _reward(self, last: bool) -> float:
-        cfg = self.config
-        penalty = cfg.w_tok * min(self._team_tokens / cfg.max_tokens, 1.0)
-        if cfg.reward_mode == "shaped":
-            step_penalty = penalty - self._penalty_paid
-            self._penalty_paid = penalty
-            return (cfg.w_acc * self.accuracy if last else 0.0) - step_penalty
-        return cfg.w_acc * self.accuracy - penalty if last else 0.0
+    # -- the episode, read through the engine --------------------------------------------
+    @property
+    def task(self) -> Task | None:
+        return self.episode.task
+
+    @property
+    def round(self) -> int:
+        """Rounds played so far in this episode."""
+        return self.episode.round if self._rng is not None else 0
+
+    @property
+    def accuracy(self) -> float:
+        return self.episode.accuracy if self._rng is not None else 0.0
+
+    @property
+    def decision(self):
+        return self.episode.decision if self._rng is not None else None
 
     # -- views ---------------------------------------------------------------------------
     def state(self) -> np.ndarray:
@@ -230,63 +249,28 @@ class TopologyParallelEnv(ParallelEnv):
             raise RuntimeError("state() called before reset()")
         return self.obs_builder.state(self._obs, self.adjacency, self.round)
 
-    def render(self) -> str | None:
+    def render(self) -> str | np.ndarray | None:
+        """``ansi``: the transcript; ``rgb_array``: the last round's topology picture, (H, W, 3)
+        uint8; ``human``: that picture in a window, or saved as a PNG where no display exists."""
         if self.render_mode is None:
             gymnasium.logger.warn("render() called with render_mode=None; create the env with render_mode='ansi'")
             return None
-        return self.transcript()
+        if self.render_mode == "ansi":
+            return self.transcript()
+        return render_picture(self.render_mode, self.adjacency, self.episode, self.config.roles, self._rng is not None,
+                              f"topomarl_round{self.round}.png")
 
     def transcript(self) -> str:
         """The episode so far, round by round: plan, messages, answers, tokens."""
         if self._rng is None:
             return ""
-        lines = [f"Task {self.task.id} ({self.task.domain}): {self.task.prompt}"]
-        if self.adversaries:
-            lines.append("adversaries: " + ", ".join(f"agent_{i}" for i in self.adversaries))
-        for res in self.history:
-            acts = ", ".join(f"agent_{i}={ACTION_NAMES[a]}" for i, a in enumerate(res.actions))
-            lines.append(f"== round {res.round + 1}/{self.rounds}: {acts}")
-            edges = [f"{u}->{v}" for u, v in zip(*np.nonzero(res.adjacency))]
-            lines.append(f"   edges: {' '.join(edges) or '(none)'}   plan: {res.plan}")
-            for c in res.calls:
-                got = ", ".join(f"agent_{s}:{p}" for s, p in c.received) or "-"
-                lines.append(
-                    f"   [layer {c.layer}] agent_{c.agent} {c.phase:<6} saw [{got}] "
-                    f"tokens={c.reply.total_tokens}: {c.reply.text}"
-                )
-            for m in res.finals:
-                if m.verdict != Verdict.NONE:
-                    lines.append(f"   verifier on agent_{m.sender}: {m.verdict_text}")
-        if self.decision is not None:
-            lines.append(f"== decision (FinalRefer): {self.decision.reply.text}  tokens={self.decision.reply.total_tokens}")
-            lines.append(f"   accuracy={self.accuracy:.0f} team_tokens={self._team_tokens}")
-        return "\n".join(lines)
+        labels = [", ".join(f"agent_{i}={ACTION_NAMES[a]}" for i, a in enumerate(r.actions)) for r in self.history]
+        return episode_transcript(self.episode, labels)
 
     def close(self) -> None:
-        if self._loop is not None:
-            self._loop.close()
-            self._loop = None
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_loop"] = None  # event loops do not pickle; a new one is made on demand
-        return state
+        self.episode.close()
 
     # -- internals -----------------------------------------------------------------------
-    def _choose_task(self, rng: np.random.Generator, options: dict) -> Task:
-        unknown = sorted(set(options) - {"task", "split", "adversaries"})
-        if unknown:  # PettingZoo's API test passes arbitrary options: warn, do not fail
-            gymnasium.logger.warn(f"reset() ignores unknown option(s) {unknown}; known: ['adversaries', 'split', 'task']")
-        split = options.get("split", self.config.split)
-        task = options.get("task")
-        if task is None:
-            return self.backend.sample_task(rng, split)
-        if isinstance(task, numbers.Integral) and not isinstance(task, bool):
-            return self.backend.tasks.task(split, int(task))
-        if isinstance(task, Task):
-            return task
-        raise ValueError(f"options['task'] must be a Task or a task index, got {task!r}")
-
     def _agent_index(self, agent: str) -> int:
         try:
             return self._index[agent]
@@ -316,20 +300,6 @@ class TopologyParallelEnv(ParallelEnv):
             acts.append(a)
         return acts
 
-    def _run(self, coro):
-        """Run a coroutine of the executor/backend: on an event loop for I/O backends,
-        stepped directly for CPU backends (no loop needed, identical result)."""
-        if self.backend.concurrent:
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-            return self._loop.run_until_complete(coro)
-        try:
-            coro.send(None)
-        except StopIteration as done:
-            return done.value
-        coro.close()
-        raise RuntimeError("a backend with concurrent=False awaited I/O; declare it concurrent=True")
-
     def _set_adjacency(self, adjacency: np.ndarray) -> None:
         """The graph of the last round (zeros before round 1) and its degrees."""
         self.adjacency = adjacency
@@ -339,10 +309,11 @@ class TopologyParallelEnv(ParallelEnv):
         self._edges = sum(self._out_degree)
 
     def _observe(self) -> np.ndarray:
-        prev = self._previous
+        episode = self.episode
+        prev = episode.last_outputs
         return self.obs_builder.build(
-            self._template, self.round, self._prev_actions, self._agent_tokens,
-            self._team_tokens, self._in_degree, self._out_degree,
+            self._template, episode.round, self._prev_actions, episode.agent_tokens,
+            episode.team_tokens, self._in_degree, self._out_degree,
             [m.answer if m else None for m in prev], [m.confidence if m else None for m in prev],
             [int(m.verdict) if m else 0 for m in prev],
         )
@@ -362,7 +333,7 @@ class TopologyParallelEnv(ParallelEnv):
             name: {
                 "calls": int(calls[i]),
                 "round_tokens": int(round_tokens[i]),
-                "team_tokens": int(self._team_tokens),
+                "team_tokens": int(self.episode.team_tokens),
                 "edges": edges,
                 "density": dens,
                 "accuracy": float(self.accuracy),
@@ -370,7 +341,7 @@ class TopologyParallelEnv(ParallelEnv):
                 "in_degree": int(ins[i]),
                 "out_degree": int(outs[i]),
                 "tokens_estimated": int(estimated),
-                "action_mask": self._mask.copy(),
+                "sent_to": self.adjacency[i].copy(),
             }
             for i, name in enumerate(self.possible_agents)
         }

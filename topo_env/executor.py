@@ -2,7 +2,7 @@
 
 Contract, for every joint action:
 
-* every agent runs at least once per round, and every edge's message reaches its receiver;
+* every active agent runs at least once per round, and every edge's message reaches its receiver;
 * the condensation of the graph is run layer by layer (:func:`topo_env.graph.execution_plan`);
   the calls of one layer run concurrently when the backend waits on I/O;
 * an agent alone in its component makes one ``solo`` call and sees the task, the final
@@ -12,24 +12,28 @@ Contract, for every joint action:
   component and its previous-round output), then each ``revise``s once, seeing the same
   outside outputs plus the drafts of its predecessors inside the component, with its own
   draft as its previous output. Both calls cost tokens;
-* an agent that chose execute_verify has each output it sends checked by the backend's
-  verifier; the verdict travels with the message (and with its own previous output).
+* an agent marked in ``spec.verify`` has each output it sends checked by the backend's
+  verifier; the verdict travels with the message (and with its own previous output);
+* an agent not in ``spec.active`` is not called and keeps its previous output;
+* ``spec.recall[u, v]``: v is also shown u's latest output from an earlier round, after the
+  messages of this round (in every call v makes this round).
+
+The executor sees :class:`~topo_env.engine.RoundSpec`-like objects only (``adjacency``,
+``active``, ``verify``, ``recall``): it never knows how a controller chose them.
 """
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from topo_env.actions import CommAction
 from topo_env.backend import AgentCall, AgentReply, Message, Phase, TeamBackend, Verdict
 from topo_env.graph import ExecutionPlan
 from topo_env.tasks import Task
 
-_VERIFY = int(CommAction.EXECUTE_VERIFY)
 _NO_VERDICT = (Verdict.NONE, "")
 
 
@@ -46,15 +50,16 @@ class CallRecord(NamedTuple):
 
 @dataclass
 class RoundResult:
-    """Everything one round produced. ``finals[i]`` is agent i's output of the round."""
+    """Everything one round produced. ``finals[i]`` is agent i's output after the round (its
+    previous output if it was inactive; None if it has never run). ``adjacency`` is the spec's
+    graph as (N, N) int8."""
 
     round: int
-    actions: tuple[int, ...]
-    targets: tuple[int, ...]
+    spec: Any
     adjacency: np.ndarray
     plan: ExecutionPlan
-    finals: tuple[Message, ...]
-    calls: list[CallRecord] = field(default_factory=list)
+    finals: tuple[Message | None, ...]
+    calls: list[CallRecord]
 
     def tokens_per_agent(self, n_agents: int) -> list[int]:
         out = [0] * n_agents
@@ -85,12 +90,18 @@ class Schedule(NamedTuple):
     layers: tuple[tuple[tuple, tuple], ...]
 
     @classmethod
-    def build(cls, adjacency: np.ndarray, plan: ExecutionPlan) -> "Schedule":
+    def build(cls, adjacency: np.ndarray, plan: ExecutionPlan, active: np.ndarray | None = None) -> "Schedule":
+        """``active``: (N,) bool, None for everyone; inactive agents (edge-free by the
+        RoundSpec contract) are left out of every layer."""
         n = adjacency.shape[0]
         preds = [np.flatnonzero(adjacency[:, v]).tolist() for v in range(n)]
         component = {a: comp for layer in plan for comp in layer for a in comp}
         layers = []
         for layer in plan:
+            if active is not None:
+                layer = [comp for comp in layer if active[comp[0]]]
+                if not layer:
+                    continue
             first = tuple(
                 (a, "solo" if len(comp) == 1 else "draft", tuple(u for u in preds[a] if component[u] != comp))
                 for comp in layer for a in comp
@@ -113,12 +124,13 @@ class RoundExecutor:
         self.adversarial = frozenset(adversarial)
         self._schedules: dict[bytes, Schedule] = {}
 
-    def schedule(self, adjacency: np.ndarray, plan: ExecutionPlan) -> "Schedule":
-        """Who calls in which phase and sees whose output, for one graph (memoised)."""
-        key = adjacency.tobytes()
+    def schedule(self, adjacency: np.ndarray, plan: ExecutionPlan, active: np.ndarray) -> "Schedule":
+        """Who calls in which phase and sees whose output, for one graph and active set (memoised)."""
+        everyone = bool(active.all())
+        key = adjacency.tobytes() if everyone else adjacency.tobytes() + active.tobytes()
         sched = self._schedules.get(key)
         if sched is None:
-            sched = Schedule.build(adjacency, plan)
+            sched = Schedule.build(adjacency, plan, None if everyone else active)
             if len(self._schedules) >= 65536:
                 self._schedules.clear()
             self._schedules[key] = sched
@@ -128,21 +140,27 @@ class RoundExecutor:
         self,
         task: Task,
         round_index: int,
-        actions: Sequence[int],
-        targets: Sequence[int],
-        adjacency: np.ndarray,
+        spec: Any,
         plan: ExecutionPlan,
         previous: Sequence[Message | None],
     ) -> RoundResult:
+        """Run the round ``spec`` (a :class:`~topo_env.engine.RoundSpec`) over its ``plan``;
+        ``previous[i]`` is agent i's latest output before this round (None if it never ran)."""
         n = len(self.roles)
-        sched = self.schedule(adjacency, plan)
-        verifying = {i for i, a in enumerate(actions) if a == _VERIFY}
+        adjacency = spec.adjacency.view(np.int8)
+        sched = self.schedule(adjacency, plan, spec.active)
+        verifying = set(np.flatnonzero(spec.verify).tolist()) if spec.verify.any() else set()
+        recalled = [()] * n
+        if spec.recall is not None:
+            recalled = [tuple(previous[u] for u in np.flatnonzero(spec.recall[:, v]).tolist() if previous[u] is not None)
+                        for v in range(n)]
         finals: list[Message | None] = [None] * n
         drafts: list[Message | None] = [None] * n
-        result = RoundResult(round_index, tuple(actions), tuple(targets), adjacency, plan, ())
+        result = RoundResult(round_index, spec, adjacency, plan, (), [])
         for layer_index, (first, second) in enumerate(sched.layers):
             calls = [
-                self._call(task, round_index, agent, phase, tuple([finals[u] for u in senders]), previous[agent])
+                self._call(task, round_index, agent, phase, tuple([finals[u] for u in senders]) + recalled[agent],
+                           previous[agent])
                 for agent, phase, senders in first
             ]
             outputs = await self._run_calls(calls, layer_index, result, verifying, phase_index=0)
@@ -151,12 +169,15 @@ class RoundExecutor:
             if second:
                 calls = [
                     self._call(task, round_index, agent, "revise",
-                               tuple([drafts[u] if inside else finals[u] for u, inside in senders]), drafts[agent])
+                               tuple([drafts[u] if inside else finals[u] for u, inside in senders]) + recalled[agent],
+                               drafts[agent])
                     for agent, senders in second
                 ]
                 outputs = await self._run_calls(calls, layer_index, result, verifying, phase_index=1)
                 for (agent, _), msg in zip(second, outputs):
                     finals[agent] = msg
+        if not spec.active.all():
+            finals = [previous[i] if not spec.active[i] else m for i, m in enumerate(finals)]
         result.finals = tuple(finals)
         return result
 

@@ -129,6 +129,34 @@ class ObservationBuilder:
         obs[:, self._o_scalar :] = scalars
         return obs
 
+    @property
+    def task_dim(self) -> int:
+        """Length of the task block: the embedding and the task length."""
+        return self.embed_dim + 1
+
+    @property
+    def agent_feature_dim(self) -> int:
+        """F of :meth:`controller_view`: role, persona, the 8 scalars, ran before, active last round."""
+        return len(ROLE_KINDS) + len(PERSONA_VOCAB) + 1 + N_SCALARS + 2
+
+    def controller_view(self, obs: np.ndarray, ran: Sequence[bool], active: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
+        """What a central controller sees of the (N, D) observations: the task block (E + 1,) and
+        per-agent features (N, F): each row's role and persona one-hots and its 8 scalars (tokens,
+        degrees, agreement, confidence, verdict), then whether the agent has run this episode and
+        whether it was active last round. The per-agent blocks that only an agent-level policy
+        needs (agent id, round, previous action) are left out: a controller knows rows by position
+        and gets the round apart."""
+        e, n = self.embed_dim, self.n
+        task = obs[0, : e + 1].copy()
+        agents = np.empty((n, self.agent_feature_dim), dtype=np.float32)
+        identity = obs[:, e + 1 + n : self._o_round]  # role and persona (agent id dropped)
+        width = identity.shape[1]
+        agents[:, :width] = identity
+        agents[:, width : width + N_SCALARS] = obs[:, self._o_scalar :]
+        agents[:, -2] = ran
+        agents[:, -1] = active
+        return task, agents
+
     def state(self, obs: np.ndarray, adjacency: np.ndarray, round_index: int) -> np.ndarray:
         n = self.n
         edges = float(np.count_nonzero(adjacency))

@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from topo_env.actions import ACTION_NAMES, N_ACTIONS, CommAction
-from topo_env.baselines import FIXED_BASELINES, format_table, open_loop_actions
-from topo_env.graph import build_adjacency_batch
-from topo_env.sim.batch import BatchSimulator, BatchState, TaskArrays
+from topo_env.actions import ACTION_NAMES, N_ACTIONS
+from topo_env.baselines import FIXED_BASELINES, open_loop_actions
+from topo_env.cli import format_table
+from topo_env.sim.batch import BatchRoundSpec, BatchSimulator, BatchState, TaskArrays, comm_round_specs
 from topo_env.sim.model import EpisodeNoise
 from topo_env.sim.profiles import PROFILES, get_profile
 from topo_env.targets import TARGET_RULES, choose_targets
@@ -106,17 +106,39 @@ def draw_samples(sim: BatchSimulator, samples: int, seed: int, split: str) -> tu
     return sim.sample(np.random.default_rng([int(seed), SAMPLE_STREAMS[split]]), int(samples))
 
 
-def _round_keys(sim: BatchSimulator, actions: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """An int64 per row identifying what the simulator does with a joint action: its graph and,
-    if the profile has a verifier, which agents run execute_verify."""
-    n = actions.shape[1]
-    adj = build_adjacency_batch(actions, np.ascontiguousarray(targets, dtype=np.int64))
+def spec_keys(sim: BatchSimulator, spec: BatchRoundSpec) -> np.ndarray:
+    """An int64 per episode identifying what the simulator does with its round: the graph, who is
+    active, and, if the profile has a verifier, who is verified (rounds with equal keys are the
+    same round for the simulator)."""
+    n = spec.adjacency.shape[1]
     weights = (1 << np.arange(n * n, dtype=np.int64)).reshape(n, n)
-    key = (adj.astype(np.int64) * weights).sum(axis=(1, 2))
+    key = (spec.adjacency.astype(np.int64) * weights).sum(axis=(1, 2))
+    bits = 1 << np.arange(n, dtype=np.int64)
+    key = (key << n) | (spec.active.astype(np.int64) * bits).sum(axis=1)
     if sim.profile.verifier is not None:
-        verifying = (actions == CommAction.EXECUTE_VERIFY).astype(np.int64)
-        key = (key << n) | (verifying * (1 << np.arange(n, dtype=np.int64))).sum(axis=1)
+        key = (key << n) | (spec.verify.astype(np.int64) * bits).sum(axis=1)
     return key
+
+
+def round_keys(sim: BatchSimulator, actions: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """:func:`spec_keys` of the rounds (B, N) joint actions make with these targets."""
+    return spec_keys(sim, comm_round_specs(actions, np.ascontiguousarray(targets, dtype=np.int64)))
+
+
+def score_round_specs(sim: BatchSimulator, rounds: Sequence[BatchRoundSpec], seed: int = 0,
+                      split: str = "eval") -> dict[str, float]:
+    """Any controller's graphs scored at batch speed on the oracle's samples: ``rounds`` holds one
+    :class:`~topo_env.sim.batch.BatchRoundSpec` per round for the B episodes of
+    ``draw_samples(sim, B, seed, split)`` (the same tasks and noise the oracle's yardsticks are
+    scored on with that seed and split). Returns mean reward, its standard error, accuracy and
+    tokens per task."""
+    if not rounds:
+        raise ValueError("score_round_specs needs at least one round")
+    b = rounds[0].adjacency.shape[0]
+    tasks, noise = draw_samples(sim, b, seed, split)
+    res = sim.run_specs(list(rounds), tasks, noise)
+    return {"reward": float(res.reward.mean()), "reward_se": float(res.reward.std(ddof=1) / np.sqrt(b)) if b > 1 else 0.0,
+            "accuracy": float(res.accuracy.mean()), "tokens_per_task": float(res.tokens.mean()), "episodes": int(b)}
 
 
 def score_sequences(sim: BatchSimulator, tasks: TaskArrays, noise: EpisodeNoise, progress: bool = True,
@@ -136,7 +158,7 @@ def score_sequences(sim: BatchSimulator, tasks: TaskArrays, noise: EpisodeNoise,
     m = len(tasks.difficulty)
     onehot = (tasks.bucket[:, None] == np.arange(len(DIFFICULTY_BUCKETS))[None, :]).astype(np.float64)  # (M, 3)
     ring = np.broadcast_to(choose_targets(sim.target_rule, None, None, n)[0], (n_joint, n))
-    first_keys = _round_keys(sim, table, ring)
+    first_keys = round_keys(sim, table, ring)
     _, first_reps, first_inverse = np.unique(first_keys, return_index=True, return_inverse=True)
     rep_sums = np.zeros((len(first_reps), n_joint ** (rounds - 1), len(DIFFICULTY_BUCKETS)))
     bar = tqdm(total=len(first_reps), desc=f"oracle {sim.profile.name} T={rounds}", disable=not progress,
@@ -165,7 +187,7 @@ def _second_round_sums(sim: BatchSimulator, state: BatchState, tasks: TaskArrays
         ep = np.arange(start, min(m, start + episodes_per_chunk))
         pair_ep = np.repeat(ep, n_joint)
         pair_act = np.tile(np.arange(n_joint), len(ep))
-        keys = _round_keys(sim, table[pair_act], targets[pair_ep])
+        keys = round_keys(sim, table[pair_act], targets[pair_ep])
         # distinct (episode, round graph) pairs; keys fit in 9 + 3 bits
         _, reps, inverse = np.unique(pair_ep.astype(np.int64) << 16 | keys, return_index=True, return_inverse=True)
         rows, acts = pair_ep[reps], pair_act[reps]
@@ -316,7 +338,7 @@ def format_report(result: dict[str, Any]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from topo_env.evaluate import positive_int
+    from topo_env.cli import positive_int
 
     parser = argparse.ArgumentParser(prog="python -m topo_env.oracle",
                                      description="Exhaustive open-loop oracle over joint action sequences (N=3, T<=2).")

@@ -1,9 +1,16 @@
 """Pictures of runs: per-round communication graphs, action shares, learning curves, robustness.
 
-Every function returns a :class:`matplotlib.figure.Figure` built directly (no pyplot, no
-global backend switch), so it works in scripts, tests and notebooks alike; in a notebook run
-``%matplotlib inline`` once and a returned figure displays itself. :func:`save_figure`
-writes a PNG.
+Every drawing function returns a :class:`matplotlib.figure.Figure` built directly on an Agg
+canvas (no pyplot, no global backend switch), so it works in scripts, tests and notebooks
+alike; in a notebook run ``%matplotlib inline`` once and a returned figure displays itself.
+:func:`save_figure` writes a PNG. :func:`draw_round` draws one round of a
+:class:`~topo_env.RoundSpec` (its graph, who is called, who is verified), :func:`round_picture`
+returns that as an RGB array (the envs' ``render_mode="rgb_array"``) and :func:`show_picture`
+puts such an array in a window, or in a PNG where there is no display (``render_mode="human"``).
+matplotlib is imported by the functions that draw, never by importing this module.
+
+One unit for accuracy: it is passed in as a fraction in [0, 1] (as results.json stores it) and
+drawn in points (x100), as the tables print it.
 
 Edge direction as everywhere in topomarl: ``A[t, u, v] == 1`` means agent u's output of
 round t reaches agent v (u -> v).
@@ -25,24 +32,30 @@ accept any peer.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 
 from topo_env.actions import ACTION_NAMES, N_ACTIONS, CommAction
 from topo_env.graph import build_adjacency
 from topo_env.tasks import DIFFICULTY_BUCKETS
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
 __all__ = [
-    "ACTION_STYLES", "ADVERSARY_COLOR", "LEARNING_METRICS", "draw_episodes", "draw_topology", "draw_topology_examples",
-    "edge_actions", "plot_action_distribution", "plot_learning_curves", "plot_robustness", "save_figure",
+    "ACCURACY_METRICS", "ACTION_STYLES", "ADVERSARY_COLOR", "LEARNING_METRICS", "POINTS", "ROUND_STYLES",
+    "draw_episodes", "draw_round", "draw_topology", "draw_topology_examples", "edge_actions",
+    "plot_action_distribution", "plot_learning_curves", "plot_robustness", "round_picture", "save_figure",
+    "show_picture",
 ]
 
 ACTION_STYLES: dict[str, dict[str, str]] = {
@@ -57,9 +70,22 @@ ACTION_STYLES: dict[str, dict[str, str]] = {
 
 ADVERSARY_COLOR = "#B2182B"  # dark red: apart from the action colours
 
+ROUND_STYLES: dict[str, str] = {
+    "called": "#0072B2",  # active this round
+    "verified": "#009E73",  # active, its output goes through the domain verifier
+    "not called": "#BDBDBD",  # inactive: keeps its last output
+    "message": "#333333",  # an edge u -> v
+}
+"""Node fills and the edge colour of :func:`draw_round` (a RoundSpec has no actions to colour by)."""
+
+POINTS = 100.0
+"""Accuracy fractions are drawn times this: accuracy in points, as in the tables."""
+ACCURACY_METRICS = frozenset({"accuracy"})
+"""Metrics given as fractions and drawn in points."""
+
 LEARNING_METRICS: dict[str, str] = {
     "reward": "return per episode",
-    "accuracy": "accuracy",
+    "accuracy": "accuracy (points)",
     "tokens_per_task": "tokens per task",
     "density": "graph density",
     "epsilon": "exploration epsilon",
@@ -165,7 +191,7 @@ def draw_topology(adjacency: Any, actions: Any, roles: Sequence[str], adversarie
     names = None if agent_names is None else _check_labels("agent_names", agent_names, n)
     adv = _check_adversaries(adversaries, n)
     if ax_row is None:
-        fig = Figure(figsize=(_PANEL_WIDTH * t_len + 0.4, _panel_height(n) + 0.75), layout="constrained")
+        fig = _new_figure(figsize=(_PANEL_WIDTH * t_len + 0.4, _panel_height(n) + 0.75))
         axes = list(fig.subplots(1, t_len, squeeze=False)[0])
         container = fig
     else:
@@ -177,7 +203,10 @@ def draw_topology(adjacency: Any, actions: Any, roles: Sequence[str], adversarie
     pos = _circle_positions(n)
     for t, ax in enumerate(axes):
         credited = edge_actions(adj[t], acts[t], None if tgts is None else tgts[t])
-        _draw_round(ax, pos, acts[t], credited, roles, names, adv)
+        edge_groups = {ACTION_NAMES[a]: (ACTION_STYLES[ACTION_NAMES[a]], [e for e, c in credited.items() if c == a])
+                       for a in sorted(set(credited.values()))}
+        fills = [ACTION_STYLES[ACTION_NAMES[a]]["color"] for a in acts[t]]
+        _draw_graph(ax, pos, edge_groups, fills, roles, names, adv)
         ax.set_title(f"round {t + 1}  ({len(credited)} edges)", fontsize=10)
     if title:
         container.suptitle(title, fontsize=11)
@@ -211,8 +240,7 @@ def draw_topology_examples(examples: Sequence[tuple], roles: Sequence[str], adve
         if actions.ndim != 2 or actions.shape != (t_len, n) or t_len == 0:
             raise ValueError(f"example {label!r} has actions of shape {actions.shape}; the first has {(t_len, n)}")
     every_adversary = sorted({int(i) for row in rows for i in _check_adversaries(row[4], n)})
-    fig = Figure(figsize=(_PANEL_WIDTH * t_len + 0.4, (_panel_height(n) + 0.35) * len(rows) + 0.8),
-                 layout="constrained")
+    fig = _new_figure(figsize=(_PANEL_WIDTH * t_len + 0.4, (_panel_height(n) + 0.35) * len(rows) + 0.8))
     fig.legend(handles=_action_handles(every_adversary), loc="outside lower center", ncols=4, fontsize=8,
                frameon=False)
     for (label, adjacency, actions, targets, adv), sub in zip(rows, fig.subfigures(len(rows), 1, squeeze=False)[:, 0]):
@@ -258,24 +286,25 @@ def draw_episodes(episodes: Sequence[Any], roles: Sequence[str], adversaries: Se
     return draw_topology_examples(examples, roles, adversaries, agent_names, title)
 
 
-def _draw_round(ax: Axes, pos: dict[int, np.ndarray], acts: np.ndarray, credited: dict[tuple[int, int], int],
-                roles: list[str], names: list[str] | None, adv: list[int]) -> None:
-    n = len(acts)
+def _draw_graph(ax: Axes, pos: dict[int, np.ndarray], edge_groups: Mapping[str, tuple[Mapping[str, str], list]],
+                fills: Sequence[str], roles: list[str], names: list[str] | None, adv: list[int]) -> None:
+    """One graph on ``ax``: ``edge_groups`` maps a label to (``{"color", "linestyle"}``, its
+    edges); arrows carry ``gid = "u->v:label"``. Nodes filled with ``fills``, numbered,
+    labelled with name and role; adversaries ringed in dark red."""
+    n = len(fills)
     graph = nx.DiGraph()
     graph.add_nodes_from(range(n))
-    graph.add_edges_from(credited)
-    for a in sorted(set(credited.values())):
-        style = ACTION_STYLES[ACTION_NAMES[a]]
-        edges = [e for e, c in credited.items() if c == a]
+    graph.add_edges_from(e for _, edges in edge_groups.values() for e in edges)
+    for label, (style, edges) in edge_groups.items():
         arrows = nx.draw_networkx_edges(
             graph, pos, edgelist=edges, ax=ax, node_size=_NODE_SIZE, arrows=True, arrowstyle="-|>",
             arrowsize=14, width=2.0, edge_color=style["color"], style=style["linestyle"],
             connectionstyle="arc3,rad=0.14", min_source_margin=2, min_target_margin=4,
         )
         for (u, v), arrow in zip(edges, arrows):
-            arrow.set_gid(f"{u}->{v}:{ACTION_NAMES[a]}")
+            arrow.set_gid(f"{u}->{v}:{label}")
     nodes = nx.draw_networkx_nodes(
-        graph, pos, ax=ax, node_size=_NODE_SIZE, node_color=[ACTION_STYLES[ACTION_NAMES[a]]["color"] for a in acts],
+        graph, pos, ax=ax, node_size=_NODE_SIZE, node_color=list(fills),
         edgecolors=[ADVERSARY_COLOR if i in adv else "#333333" for i in range(n)],
         linewidths=[4.0 if i in adv else 1.0 for i in range(n)],
     )
@@ -283,8 +312,7 @@ def _draw_round(ax: Axes, pos: dict[int, np.ndarray], acts: np.ndarray, credited
     nodes.set_zorder(3)
     if adv:  # a white gap inside the adversary's red ring keeps it apart from any fill colour
         inner = ax.scatter([pos[i][0] for i in adv], [pos[i][1] for i in adv], s=_NODE_SIZE * 0.66,
-                           c=[ACTION_STYLES[ACTION_NAMES[acts[i]]]["color"] for i in adv], edgecolors="white",
-                           linewidths=1.6, zorder=3.5)
+                           c=[fills[i] for i in adv], edgecolors="white", linewidths=1.6, zorder=3.5)
         inner.set_gid("adversaries")
     for i in range(n):
         ax.text(*pos[i], str(i), ha="center", va="center", fontsize=11, fontweight="bold", color="white", zorder=4)
@@ -319,30 +347,44 @@ def _circle_positions(n: int) -> dict[int, np.ndarray]:
 
 
 def _action_handles(adv: list[int]) -> list[Line2D]:
+    from matplotlib.lines import Line2D
+
     handles = []
     for name in ACTION_NAMES:
         style = ACTION_STYLES[name]
         line = "none" if name == "solo_process" else style["linestyle"]
         handles.append(Line2D([], [], color=style["color"], linestyle=line, linewidth=2, marker="o", markersize=8,
                               markerfacecolor=style["color"], markeredgecolor="#333333", label=name))
-    if adv:
-        handles.append(Line2D([], [], linestyle="none", marker="o", markersize=9, markerfacecolor="white",
-                              markeredgecolor=ADVERSARY_COLOR, markeredgewidth=2.5, label="adversary"))
-    return handles
+    return handles + _adversary_handles(adv)
 
 
-def _check_topology(adjacency: Any, actions: Any, targets: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def _adversary_handles(adv: list[int]) -> list[Line2D]:
+    """The legend entry of the adversary ring: one when ``adv`` holds an agent, else none."""
+    from matplotlib.lines import Line2D
+
+    return [Line2D([], [], linestyle="none", marker="o", markersize=9, markerfacecolor="white",
+                   markeredgecolor=ADVERSARY_COLOR, markeredgewidth=2.5, label="adversary")] if adv else []
+
+
+def _check_adjacency(adjacency: Any) -> np.ndarray:
+    """``adjacency`` as int8 of shape (T, N, N), T >= 1, N >= 2, 0/1 without self-loops."""
     adj = np.asarray(adjacency)
     if adj.ndim != 3 or adj.shape[1] != adj.shape[2] or adj.shape[0] < 1 or adj.shape[1] < 2:
         raise ValueError(f"adjacency must have shape (T, N, N) with T >= 1, N >= 2, got {adj.shape}")
     if not np.isin(adj, (0, 1)).all():
         bad = adj[~np.isin(adj, (0, 1))].flat[0]
         raise ValueError(f"adjacency must hold 0/1, found {bad!r}")
-    t_len, n = adj.shape[0], adj.shape[1]
+    n = adj.shape[1]
     loops = np.argwhere(adj[:, np.arange(n), np.arange(n)] != 0)
     if loops.size:
         t, i = (int(x) for x in loops[0])
         raise ValueError(f"adjacency has a self-loop {i}->{i} in round {t + 1}")
+    return adj.astype(np.int8)
+
+
+def _check_topology(adjacency: Any, actions: Any, targets: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    adj = _check_adjacency(adjacency)
+    t_len, n = adj.shape[0], adj.shape[1]
     acts = np.asarray(actions)
     if acts.shape != (t_len, n):
         raise ValueError(f"actions must have shape (T, N) = {(t_len, n)} like adjacency, got {acts.shape}")
@@ -358,7 +400,7 @@ def _check_topology(adjacency: Any, actions: Any, targets: Any) -> tuple[np.ndar
         tgts = np.asarray(targets)
         if tgts.shape != (t_len, n) or not np.issubdtype(tgts.dtype, np.integer):
             raise ValueError(f"targets must be integers of shape {(t_len, n)}, got {tgts.shape} {tgts.dtype}")
-    return adj.astype(np.int8), acts.astype(np.int64), tgts
+    return adj, acts.astype(np.int64), tgts
 
 
 def _check_labels(key: str, labels: Sequence[str], n: int) -> list[str]:
@@ -376,6 +418,112 @@ def _check_adversaries(adversaries: Sequence[int], n: int) -> list[int]:
     return out
 
 
+# -- one round as pixels --------------------------------------------------------------------
+
+
+def draw_round(adjacency: Any, roles: Sequence[str], *, active: Any = None, verify: Any = None,
+               adversaries: Sequence[int] = (), agent_names: Sequence[str] | None = None, title: str = "") -> Figure:
+    """One round's communication graph, coloured by what a :class:`~topo_env.RoundSpec` runs.
+
+    The same drawing as a :func:`draw_topology` panel, but a RoundSpec has no actions to colour
+    by: called agents are blue, called and verified green, agents not called (they keep their
+    last output) grey (:data:`ROUND_STYLES`); every edge u -> v is one dark arrow with
+    ``gid = "u->v:message"``. The figure's size depends on N only.
+
+    Args:
+        adjacency: (N, N) 0/1 or bool, ``A[u, v]`` iff u's output reaches v; no self-loops.
+        roles: N role labels.
+        active, verify: (N,) 0/1 or bool (default: all called, none verified).
+        adversaries, agent_names: as in :func:`draw_topology`.
+        title: drawn above the graph (e.g. ``"round 2 of 3"``); the edge count follows it.
+    """
+    adj = np.asarray(adjacency)
+    if adj.ndim != 2:
+        raise ValueError(f"adjacency must have shape (N, N), got {adj.shape}")
+    adj = _check_adjacency(adj[None])[0]
+    n = adj.shape[0]
+    called = _check_flags("active", active, n, default=True)
+    verified = _check_flags("verify", verify, n, default=False)
+    roles = _check_labels("roles", roles, n)
+    names = None if agent_names is None else _check_labels("agent_names", agent_names, n)
+    adv = _check_adversaries(adversaries, n)
+    fills = [ROUND_STYLES["not called"] if not called[i] else ROUND_STYLES["verified" if verified[i] else "called"]
+             for i in range(n)]
+    edges = [(int(u), int(v)) for u, v in zip(*np.nonzero(adj))]
+    fig = _new_figure(figsize=(_PANEL_WIDTH + 0.4, _panel_height(n) + 0.75))
+    ax = fig.subplots()
+    message = {"color": ROUND_STYLES["message"], "linestyle": "solid"}
+    _draw_graph(ax, _circle_positions(n), {"message": (message, edges)}, fills, roles, names, adv)
+    ax.set_title(f"{title}  ({len(edges)} edges)" if title else f"{len(edges)} edges", fontsize=10)
+    fig.legend(handles=_round_handles(adv), loc="outside lower center", ncols=2, fontsize=8, frameon=False)
+    return fig
+
+
+def round_picture(adjacency: Any, roles: Sequence[str], **options: Any) -> np.ndarray:
+    """:func:`draw_round` (same arguments) as an RGB image: ``uint8`` of shape (H, W, 3), H and
+    W fixed by N, so the frames of an episode stack into a video (``render_mode="rgb_array"``)."""
+    fig = draw_round(adjacency, roles, **options)
+    fig.canvas.draw()
+    return np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
+
+
+def show_picture(rgb: Any, path_if_headless: str | Path) -> str | None:
+    """Show an (H, W, 3) ``uint8`` picture in a window; where no window can open (no display, or
+    matplotlib has no interactive backend) save it as a PNG at ``path_if_headless`` instead.
+
+    Returns the path written, or None when the picture went to a window (one window, reused
+    by later calls, so an episode plays as a slide show)."""
+    pixels = np.asarray(rgb)
+    if pixels.ndim != 3 or pixels.shape[2] != 3 or pixels.dtype != np.uint8:
+        raise ValueError(f"rgb must be a uint8 array of shape (H, W, 3), got {pixels.dtype} {pixels.shape}")
+    path = Path(path_if_headless)
+    if path.suffix.lower() != ".png":
+        raise ValueError(f"path_if_headless {str(path)!r} must end in .png")
+    if _has_display():
+        import matplotlib.pyplot as plt
+
+        fig = plt.figure("topomarl", figsize=(pixels.shape[1] / DPI, pixels.shape[0] / DPI))
+        if fig.canvas.required_interactive_framework is not None:  # a GUI backend: a real window
+            fig.clf()
+            ax = fig.add_axes((0, 0, 1, 1))
+            ax.imshow(pixels)
+            ax.set_axis_off()
+            plt.show(block=False)
+            plt.pause(0.001)
+            return None
+        plt.close(fig)
+    from matplotlib.image import imsave
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    imsave(path, pixels, format="png")
+    return str(path)
+
+
+def _has_display() -> bool:
+    """Whether a window could open: always on macOS and Windows, with X11 or Wayland elsewhere."""
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def _round_handles(adv: list[int]) -> list[Line2D]:
+    from matplotlib.lines import Line2D
+
+    return [Line2D([], [], linestyle="none", marker="o", markersize=9, markerfacecolor=ROUND_STYLES[k],
+                   markeredgecolor="#333333", label=k) for k in ("called", "verified", "not called")
+            ] + _adversary_handles(adv)
+
+
+def _check_flags(key: str, flags: Any, n: int, default: bool) -> np.ndarray:
+    """(N,) bool from 0/1 or bool; None: all ``default``."""
+    if flags is None:
+        return np.full(n, default)
+    arr = np.asarray(flags)
+    if arr.shape != (n,) or not np.isin(arr, (0, 1)).all():
+        raise ValueError(f"{key} must be {n} values 0/1 (one per agent), got {arr.tolist()!r}")
+    return arr.astype(bool)
+
+
 # -- action shares ---------------------------------------------------------------------------
 
 
@@ -391,8 +539,9 @@ def plot_action_distribution(dist_by_round: Sequence[Mapping[str, float]] | Mapp
     Bars carry ``gid = "policy|round t|action"`` (policy ``""`` for a bare list).
     """
     by_policy = _check_distributions(dist_by_round)
-    fig = Figure(figsize=(1.3 + 2.2 * len(by_policy) + 0.45 * sum(len(d) for d in by_policy.values()), 4.2),
-                 layout="constrained")
+    from matplotlib.lines import Line2D
+
+    fig = _new_figure(figsize=(1.3 + 2.2 * len(by_policy) + 0.45 * sum(len(d) for d in by_policy.values()), 4.2))
     axes = fig.subplots(1, len(by_policy), sharey=True, squeeze=False)[0]
     for ax, (policy, rounds) in zip(axes, by_policy.items()):
         x = np.arange(1, len(rounds) + 1)
@@ -458,9 +607,12 @@ def plot_learning_curves(curves: Mapping[str, Sequence[float]], title: str | Non
     Args:
         curves: ``"episode"`` (ints, increasing) and any metrics (e.g. those of
             :data:`LEARNING_METRICS`), each a list of floats as long as ``episode``; NaN or
-            None (e.g. the loss before learning starts) leaves a gap.
+            None (e.g. the loss before learning starts) leaves a gap. Metrics of
+            :data:`ACCURACY_METRICS` are fractions, drawn in points.
         references: optional ``{metric: {label: value}}`` drawn as dashed horizontal lines
-            (e.g. the best fixed baseline's reward).
+            (e.g. the best fixed baseline's reward), in the metric's unit as given.
+
+    Curves carry ``gid = "curve:metric"``.
     """
     if "episode" not in curves:
         raise ValueError(f"curves needs the key 'episode', got keys {sorted(curves)}")
@@ -475,7 +627,7 @@ def plot_learning_curves(curves: Mapping[str, Sequence[float]], title: str | Non
         v = np.array([np.nan if x is None else x for x in curves[m]], dtype=float)
         if v.shape != episodes.shape:
             raise ValueError(f"curves[{m!r}] has {v.size} values, curves['episode'] has {episodes.size}")
-        values[m] = v
+        values[m] = v * _scale(m)
     references = dict(references or {})
     for m, lines in references.items():
         if m not in values:
@@ -485,12 +637,13 @@ def plot_learning_curves(curves: Mapping[str, Sequence[float]], title: str | Non
                 raise ValueError(f"reference {label!r} of {m!r} is {value!r}: must be a finite number")
     ncols = min(3, len(metrics))
     nrows = math.ceil(len(metrics) / ncols)
-    fig = Figure(figsize=(4.0 * ncols, 2.9 * nrows + 0.3), layout="constrained")
+    fig = _new_figure(figsize=(4.0 * ncols, 2.9 * nrows + 0.3))
     axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True).ravel()
     for ax, m in zip(axes, metrics):
         ax.plot(episodes, values[m], color="#0072B2", linewidth=1.6, marker="o" if episodes.size <= 30 else None,
                 markersize=3, label="qmix" if m in references else None, gid=f"curve:{m}")
         for k, (label, value) in enumerate(references.get(m, {}).items()):
+            value = value * _scale(m)
             ax.axhline(value, linestyle="--", linewidth=1.2, color=("#D55E00", "#009E73", "#CC79A7", "#555555")[k % 4],
                        label=f"{label} ({_number(value)})")
         if m in references:
@@ -507,6 +660,11 @@ def plot_learning_curves(curves: Mapping[str, Sequence[float]], title: str | Non
     return fig
 
 
+def _scale(metric: str) -> float:
+    """What a metric's values are multiplied by when drawn: :data:`POINTS` for accuracy."""
+    return POINTS if metric in ACCURACY_METRICS else 1.0
+
+
 def _number(value: float) -> str:
     """Short text of a reference value: thousands without exponent, others to 3 digits."""
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
@@ -517,12 +675,13 @@ def _number(value: float) -> str:
 
 def plot_robustness(clean: Mapping[str, Mapping[str, float]], attacked: Mapping[str, Mapping[str, float]],
                     title: str | None = None) -> Figure:
-    """Clean vs attacked, per policy: accuracy (with the change written above each pair) and
-    tokens per task.
+    """Clean vs attacked, per policy: accuracy in points (with the change, in points, written
+    above each pair) and tokens per task.
 
     Args:
         clean, attacked: ``{policy: {"accuracy": float, "tokens_per_task": float, ...}}`` with the
-            same policies (e.g. the ``eval`` entries of two results.json files).
+            same policies (e.g. the ``eval`` entries of two results.json files); accuracy a
+            fraction in [0, 1].
 
     Bars carry ``gid = "metric|policy|clean"`` or ``"...|attacked"``.
     """
@@ -538,26 +697,28 @@ def plot_robustness(clean: Mapping[str, Mapping[str, float]], attacked: Mapping[
                 v = results[p].get(key)
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                     raise ValueError(f"{label}[{p!r}][{key!r}] is {v!r}: must be a finite number")
-    fig = Figure(figsize=(max(7.0, 2 * (1.2 + 0.6 * len(policies))), 4.4), layout="constrained")
+    fig = _new_figure(figsize=(max(7.0, 2 * (1.2 + 0.6 * len(policies))), 4.4))
     ax_acc, ax_tok = fig.subplots(1, 2)
     x = np.arange(len(policies))
     width = 0.38
     colours = {"clean": "#0072B2", "attacked": ADVERSARY_COLOR}
-    for ax, key, label in ((ax_acc, "accuracy", "accuracy"), (ax_tok, "tokens_per_task", "tokens per task")):
+    for ax, key, label in ((ax_acc, "accuracy", "accuracy (points)"), (ax_tok, "tokens_per_task", "tokens per task")):
         for k, (which, results) in enumerate((("clean", clean), ("attacked", attacked))):
-            heights = [float(results[p][key]) for p in policies]
+            heights = [float(results[p][key]) * _scale(key) for p in policies]
             bars = ax.bar(x + (k - 0.5) * width, heights, width, color=colours[which], label=which)
             for p, bar in zip(policies, bars):
                 bar.set_gid(f"{key}|{p}|{which}")
         ax.set_xticks(x, policies, rotation=30 if len(policies) > 5 else 0, ha="right" if len(policies) > 5 else "center")
         ax.set_title(label, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-    top = max(max(float(clean[p]["accuracy"]), float(attacked[p]["accuracy"])) for p in policies)
-    ax_acc.set_ylim(0, max(1.0, top) * 1.12)
+    acc = {which: {p: float(results[p]["accuracy"]) * POINTS for p in policies}
+           for which, results in (("clean", clean), ("attacked", attacked))}
+    top = max(max(acc["clean"][p], acc["attacked"][p]) for p in policies)
+    ax_acc.set_ylim(0, max(POINTS, top) * 1.12)
     for i, p in enumerate(policies):
-        drop = float(attacked[p]["accuracy"]) - float(clean[p]["accuracy"])
-        high = max(float(clean[p]["accuracy"]), float(attacked[p]["accuracy"]))
-        ax_acc.text(x[i], high + 0.02, f"{drop:+.2f}", ha="center", va="bottom", fontsize=8,
+        drop = acc["attacked"][p] - acc["clean"][p]
+        high = max(acc["clean"][p], acc["attacked"][p])
+        ax_acc.text(x[i], high + 0.02 * POINTS, f"{drop:+.1f}", ha="center", va="bottom", fontsize=8,
                     color=ADVERSARY_COLOR if drop < 0 else "#333333", gid=f"drop:{p}")
     fig.legend(*ax_acc.get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8, frameon=False)
     if title:
@@ -566,6 +727,16 @@ def plot_robustness(clean: Mapping[str, Mapping[str, float]], attacked: Mapping[
 
 
 # -- files ----------------------------------------------------------------------------------
+
+
+def _new_figure(figsize: tuple[float, float]) -> Figure:
+    """A constrained-layout figure on its own Agg canvas: no pyplot, no global backend."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def save_figure(fig: Figure, path: str | Path) -> Path:
@@ -582,8 +753,6 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
 
 def _release(fig: Figure) -> None:
     """Close a pyplot-managed figure (a figure built as ``Figure()`` needs nothing)."""
-    import sys
-
     pyplot = sys.modules.get("matplotlib.pyplot")  # only if someone imported pyplot already
     if pyplot is not None:
         pyplot.close(fig)

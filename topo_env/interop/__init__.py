@@ -1,16 +1,18 @@
 """The topology env inside other MARL libraries.
 
-- :mod:`topo_env.interop.gymma`: a ``gymnasium.Env`` in epymarl's ``gymma`` shape; importing
+The PettingZoo env itself, ``topo_env.parallel_env(**env_keys)``, is what TorchRL's
+``PettingZooWrapper`` (``use_mask=True``), SuperSuit's vector envs and Tianshou's ``PettingZooEnv``
+take, as their docs show (the action mask is in each observation only). This package holds what a
+library cannot do with the plain env:
+
+- :mod:`topo_env.interop.gymma`: one ``gymnasium.Env`` in epymarl's ``gymma`` shape; importing
   this package registers it as ``TopoMARL-v0``, so ``gymnasium.make("topo_env.interop:TopoMARL-v0")``
-  and epymarl's ``env_args.key="topo_env.interop:TopoMARL-v0"`` find it.
-- :mod:`topo_env.interop.common`: :class:`ObservationMaskOnly`, the PettingZoo view that TorchRL
-  and BenchMARL read (the action mask in the observation only).
-- :mod:`topo_env.interop.torchrl_env`: the env as a TorchRL env (imports torchrl).
-- :mod:`topo_env.interop.benchmarl_task`: the env as a BenchMARL task (imports benchmarl).
-
-SuperSuit and Tianshou take the plain env (see the README section "Use with other MARL libraries").
+  and epymarl's ``env_args.key="topo_env.interop:TopoMARL-v0"`` find it. :data:`EPYMARL_CONFIG`
+  is the env config file to copy into epymarl's ``src/config/envs/`` (it declares every env key,
+  so that ``with env_args.<key>=...`` overrides are accepted).
+- :mod:`topo_env.interop.benchmarl_task`: the env as a BenchMARL task (BenchMARL builds its own
+  PettingZoo tasks by name only; imports benchmarl).
 """
-from topo_env.interop.common import ObservationMaskOnly, resolve_config
-from topo_env.interop.gymma import ENV_ID, TopologyGymmaEnv
+from topo_env.interop.gymma import ENV_ID, EPYMARL_CONFIG, TopologyGymmaEnv, gymma_env_config
 
-__all__ = ["ENV_ID", "ObservationMaskOnly", "TopologyGymmaEnv", "resolve_config"]
+__all__ = ["ENV_ID", "EPYMARL_CONFIG", "TopologyGymmaEnv", "gymma_env_config"]

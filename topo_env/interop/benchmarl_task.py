@@ -1,10 +1,13 @@
 """The env as a BenchMARL task: :class:`TopoMARLTask` (the enum) and :class:`TopoMARLClass`.
 
+BenchMARL's own ``PettingZooTask`` builds PettingZoo's bundled envs by name only, so a new env
+comes in as a task class of its own (BenchMARL's "Creating a new task" recipe).
 ``TopoMARLTask.TOPOLOGY.get_from_yaml()`` reads ``benchmarl_topomarl.yaml`` next to this
-module (flat :class:`~topo_env.config.EnvConfig` keys; ``get_from_yaml(path)`` another file,
+module (:class:`~topo_env.config.EnvConfig` keys; ``get_from_yaml(path)`` another file,
 ``get_task(config={...})`` a dict); the config is validated when the task is built. The env is
-:func:`topo_env.interop.torchrl_env.torchrl_env`: one group ``"agent"``, discrete actions with
-an action mask, a global state (QMIX's mixer input), numeric infos. The spec methods are
+the raw PettingZoo env in TorchRL's ``PettingZooWrapper``, built as BenchMARL builds its
+PettingZoo tasks (categorical actions, the state): one group ``"agent"``, the action mask read
+from the observations, a global state (QMIX's mixer input), numeric infos. The spec methods are
 BenchMARL's own for PettingZoo tasks (:class:`benchmarl.environments.PettingZooClass`).
 """
 from __future__ import annotations
@@ -14,10 +17,10 @@ from typing import Callable
 
 from benchmarl.environments import PettingZooClass, Task
 from tensordict import TensorDictBase
-from torchrl.envs import EnvBase
+from torchrl.envs import EnvBase, PettingZooWrapper
 
 from topo_env.config import EnvConfig, load_yaml
-from topo_env.interop.torchrl_env import torchrl_env
+from topo_env.env import TopologyParallelEnv
 
 DEFAULT_YAML = Path(__file__).with_name("benchmarl_topomarl.yaml")
 #: Team-level infos logged at episode ends (BenchMARL key ``collection/episode_end/<key>``).
@@ -46,7 +49,8 @@ class TopoMARLClass(PettingZooClass):
         return True
 
     def has_render(self, env: EnvBase) -> bool:
-        return False  # render() is text (a transcript), not the pixels BenchMARL records
+        """Evaluation videos need pixels: only with ``render_mode: rgb_array`` in the task config."""
+        return self.env_config.render_mode == "rgb_array"
 
     def max_steps(self, env: EnvBase) -> int:
         return self.env_config.rounds
@@ -67,7 +71,8 @@ class TopoMARLClass(PettingZooClass):
 
 
 class SeededEnvMaker:
-    """Makes TorchRL envs of one config; the k-th env it makes (k = 0, 1, ...) is seeded with
+    """Makes TorchRL envs of one config (the raw env in ``PettingZooWrapper``, with
+    categorical actions and the state); the k-th env it makes (k = 0, 1, ...) is seeded with
     ``seed + k``, so that the copies BenchMARL's ``SerialEnv`` batches play different tasks
     (one seed for all would repeat the same episodes in every copy). ``seed=None``: unseeded.
     With ``parallel_collection=True`` TorchRL pickles the maker into each worker before it has
@@ -80,7 +85,8 @@ class SeededEnvMaker:
     def __call__(self) -> EnvBase:
         seed = None if self.seed is None else self.seed + self.made
         self.made += 1
-        return torchrl_env(self.config, seed=seed, device=self.device)
+        return PettingZooWrapper(env=TopologyParallelEnv(self.config), return_state=True, categorical_actions=True,
+                                 seed=seed, device=self.device)
 
 
 class TopoMARLTask(Task):

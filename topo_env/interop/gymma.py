@@ -21,20 +21,28 @@ the real masks (same name as epymarl's ``MultiAgentEnv`` method) for wrappers th
 and a masked action raises ``ValueError``. Set ``env_args.time_limit`` to ``rounds + 1``: the
 env ends itself after its last round, and gymma reports a step on which its ``TimeLimit``
 fires as ``episode_limit`` (a time-out, bootstrapped), which the last round is not.
+
+epymarl's config system (sacred) refuses a ``with env_args.<key>=...`` override of a key its
+config files do not declare (``ConfigAddedError``). :data:`EPYMARL_CONFIG`
+(``epymarl_topomarl.yaml``, copied into epymarl's ``src/config/envs/``) declares every env key,
+the ``backend`` keys included; its ``null`` means "the key's default", which is why
+:func:`gymma_env_config` drops null values.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from topo_env.config import EnvConfig
+from topo_env.config import ConfigError, EnvConfig
 from topo_env.env import TopologyParallelEnv
-from topo_env.interop.common import resolve_config
 
 ENV_ID = "TopoMARL-v0"
+EPYMARL_CONFIG = Path(__file__).with_name("epymarl_topomarl.yaml")
+"""epymarl env config (``--env-config=topomarl`` once copied to ``src/config/envs/topomarl.yaml``)."""
 
 #: Team-level numbers in every info: taken from agent_0's info (equal for all agents) ...
 TEAM_INFO_KEYS: tuple[str, ...] = ("team_tokens", "edges", "density", "accuracy", "tokens_estimated")
@@ -49,10 +57,10 @@ class TopologyGymmaEnv(gymnasium.Env):
     (what epymarl passes from ``env_args``), e.g. ``TopologyGymmaEnv(rounds=3)``.
     """
 
-    metadata = {"render_modes": ["ansi"]}
+    metadata = {"render_modes": TopologyParallelEnv.metadata["render_modes"]}
 
     def __init__(self, config: EnvConfig | None = None, **env_keys: Any):
-        self.env = TopologyParallelEnv(resolve_config(config, env_keys))
+        self.env = TopologyParallelEnv(gymma_env_config(config, env_keys))
         env = self.env
         self.n_agents = env.n_agents
         self.render_mode = env.render_mode
@@ -92,7 +100,8 @@ class TopologyGymmaEnv(gymnasium.Env):
         """The global state (``state_space``; see :mod:`topo_env.observation`)."""
         return self.env.state()
 
-    def render(self) -> str | None:
+    def render(self) -> str | np.ndarray | None:
+        """The env's ``render()`` in its ``render_mode``."""
         return self.env.render()
 
     def transcript(self) -> str:
@@ -113,6 +122,22 @@ class TopologyGymmaEnv(gymnasium.Env):
         info["round"] = self.env.round
         info["episode_limit"] = False
         return info
+
+
+def gymma_env_config(config: EnvConfig | None, env_keys: dict[str, Any]) -> EnvConfig:
+    """``config`` itself, or an :class:`EnvConfig` from env keys as epymarl passes them: a
+    ``None`` value, at the top or inside a ``backend`` mapping, leaves that key at its default.
+    Passing both ``config`` and keys is an error."""
+    if config is not None and env_keys:
+        raise ConfigError(f"pass either config or env keyword arguments, not both (got keys {sorted(env_keys)})")
+    if config is not None and not isinstance(config, EnvConfig):
+        raise ConfigError(f"config must be an EnvConfig, got {type(config).__name__}")
+    if config is not None:
+        return config
+    keys = {k: v for k, v in env_keys.items() if v is not None}
+    if isinstance(keys.get("backend"), dict):
+        keys["backend"] = {k: v for k, v in keys["backend"].items() if v is not None}
+    return EnvConfig.from_dict(keys)
 
 
 def register() -> None:

@@ -4,7 +4,13 @@
 executor with numpy over a batch of episodes. Given the same tasks, noise
 (:func:`topo_env.sim.model.draw_noise`) and actions, it gives the same answers, tokens and
 rewards as the PettingZoo env with ``backend="sim"`` (``tests/test_batch_sim.py`` checks
-episode by episode). Policies here are open loop: an action array per round.
+episode by episode). A round is a :class:`BatchRoundSpec`: B graphs with who is active and who is verified, the
+batched form of :class:`topo_env.engine.RoundSpec`, so any controller's graphs are scored at batch
+speed (:meth:`BatchSimulator.run_spec`, :meth:`BatchSimulator.run_specs`). The six CommActions
+are one adapter on top (:meth:`BatchSimulator.run_round`, :meth:`BatchSimulator.run`: open-loop
+action arrays, targets resolved per episode from the previous round). An episode that halts early
+is one whose remaining rounds are idle (:meth:`BatchRoundSpec.idle`): nobody is called, nothing
+changes, and the decision node reads the same outputs.
 """
 from __future__ import annotations
 
@@ -56,6 +62,59 @@ class TaskArrays:
         return TaskArrays(self.difficulty[idx], self.latent[idx], self.prompt_tokens[idx])
 
 
+@dataclass(frozen=True)
+class BatchRoundSpec:
+    """One round for B episodes: the batched :class:`topo_env.engine.RoundSpec`.
+
+    ``adjacency`` (B, N, N) 0/1 (``A[b, u, v]``: in episode b, u's output reaches v), ``active``
+    (B, N) bool (who is called; the others keep their last output), ``verify`` (B, N) bool (whose
+    output goes through the verifier). Validated on construction with the same rules as
+    RoundSpec (no self-loops; edges and verification only between active agents)."""
+
+    adjacency: np.ndarray
+    active: np.ndarray
+    verify: np.ndarray
+
+    def __post_init__(self) -> None:
+        adj = np.asarray(self.adjacency)
+        if adj.ndim != 3 or adj.shape[1] != adj.shape[2]:
+            raise ValueError(f"BatchRoundSpec adjacency must have shape (B, N, N), got {adj.shape}")
+        b, n, _ = adj.shape
+        active, verify = np.asarray(self.active), np.asarray(self.verify)
+        for name, arr in (("active", active), ("verify", verify)):
+            if arr.shape != (b, n) or arr.dtype != bool:
+                raise ValueError(f"BatchRoundSpec {name} must be a bool array of shape {(b, n)}, got {arr.dtype} {arr.shape}")
+        if ((adj != 0) & (adj != 1)).any():
+            raise ValueError("BatchRoundSpec adjacency entries must be 0 or 1")
+        adj = adj.astype(np.int8, copy=False)
+        idx = np.arange(n)
+        if adj[:, idx, idx].any():
+            row, agent = (int(x[0]) for x in np.nonzero(adj[:, idx, idx]))
+            raise ValueError(f"BatchRoundSpec episode {row}: self-loop at agent {agent}")
+        touches = adj.astype(bool) & ~(active[:, :, None] & active[:, None, :])
+        if touches.any():
+            row, u, v = (int(x[0]) for x in np.nonzero(touches))
+            raise ValueError(f"BatchRoundSpec episode {row}: edge {u}->{v} touches an inactive agent")
+        if (verify & ~active).any():
+            row, agent = (int(x[0]) for x in np.nonzero(verify & ~active))
+            raise ValueError(f"BatchRoundSpec episode {row}: verifies inactive agent {agent}")
+        object.__setattr__(self, "adjacency", adj)
+
+    @classmethod
+    def idle(cls, batch: int, n_agents: int) -> "BatchRoundSpec":
+        """A round in which nobody is called (what follows an episode's halt)."""
+        return cls(np.zeros((batch, n_agents, n_agents), np.int8), np.zeros((batch, n_agents), bool),
+                   np.zeros((batch, n_agents), bool))
+
+
+def comm_round_specs(actions: np.ndarray, targets: np.ndarray) -> BatchRoundSpec:
+    """The rounds (B, N) CommActions make with these (B, N) targets: their graphs
+    (:func:`topo_env.graph.build_adjacency_batch`), everyone active, ``execute_verify`` verified."""
+    b, n = actions.shape
+    return BatchRoundSpec(build_adjacency_batch(actions, targets), np.ones((b, n), dtype=bool),
+                          actions == CommAction.EXECUTE_VERIFY)
+
+
 @dataclass
 class Outputs:
     """Per-agent outputs (B, N): answer label, confidence, content tokens, verdict."""
@@ -73,6 +132,9 @@ class Outputs:
     def take(self, idx: np.ndarray) -> "Outputs":
         return Outputs(*(getattr(self, f.name)[idx] for f in fields(self)))
 
+    def copy(self) -> "Outputs":
+        return Outputs(*(getattr(self, f.name).copy() for f in fields(self)))
+
 
 @dataclass
 class BatchState:
@@ -85,11 +147,12 @@ class BatchState:
     adjacency: list[np.ndarray]  # per finished round, (B, N, N)
     calls: list[np.ndarray]  # per finished round, (B, N)
     adversaries: np.ndarray  # (B, N) bool: who plays an adversary in each episode
+    ran: np.ndarray  # (B, N) bool: who has run at least once (their outputs reach the decision node)
 
     def take(self, idx: np.ndarray) -> "BatchState":
         return BatchState(self.round, None if self.previous is None else self.previous.take(idx),
                           self.tokens[idx], self.agent_tokens[idx], [a[idx] for a in self.adjacency],
-                          [c[idx] for c in self.calls], self.adversaries[idx])
+                          [c[idx] for c in self.calls], self.adversaries[idx], self.ran[idx])
 
 
 @dataclass(frozen=True)
@@ -189,42 +252,60 @@ class BatchSimulator:
                                  f"got {mask.dtype} {mask.shape}")
             if (mask.sum(axis=1) >= self.n).any():
                 raise ValueError("adversaries: some episode has no honest agent")
-        return BatchState(0, None, np.zeros(batch, np.int64), np.zeros((batch, self.n), np.int64), [], [], mask)
+        return BatchState(0, None, np.zeros(batch, np.int64), np.zeros((batch, self.n), np.int64), [], [], mask,
+                          np.zeros((batch, self.n), dtype=bool))
 
     def run_round(self, state: BatchState, actions: np.ndarray, tasks: TaskArrays, noise: EpisodeNoise) -> BatchState:
-        """One round for every episode: targets, graph, layers, calls, verification."""
-        t, n = state.round, self.n
+        """One round of (B, N) CommActions: targets from the previous round (the env's
+        ``target_rule``), then the round they make (:func:`comm_round_specs`)."""
+        n = self.n
         b = actions.shape[0]
         prev = state.previous
         if prev is None:
             targets = np.broadcast_to(choose_targets(self.target_rule, None, None, n), (b, n))
         else:
             targets = choose_targets(self.target_rule, prev.label, prev.conf, n)
-        adj = build_adjacency_batch(actions, np.ascontiguousarray(targets))
+        return self.run_spec(state, comm_round_specs(actions, np.ascontiguousarray(targets)), tasks, noise)
+
+    def run_spec(self, state: BatchState, spec: BatchRoundSpec, tasks: TaskArrays, noise: EpisodeNoise) -> BatchState:
+        """One round for every episode: layers, calls, verification, as the engine runs a
+        :class:`topo_env.engine.RoundSpec` (inactive agents keep their last output)."""
+        t, n = state.round, self.n
+        adj = spec.adjacency
+        b = adj.shape[0]
+        if adj.shape[1] != n or b != state.tokens.shape[0]:
+            raise ValueError(f"BatchRoundSpec is for {b} episodes of {adj.shape[1]} agents; the state holds "
+                             f"{state.tokens.shape[0]} episodes of {n}")
+        if t >= self.rounds:
+            raise ValueError(f"all {self.rounds} rounds have run: call finish()")
+        prev = state.previous
         layer, comp, multi = self._plans.plan_arrays(adj)
-        finals, drafts = Outputs.empty(b, n), Outputs.empty(b, n)
+        active, ran = spec.active, state.ran
+        finals = Outputs.empty(b, n) if prev is None else prev.copy()
+        drafts = Outputs.empty(b, n)
         tokens = np.zeros((b, n), np.int64)
         calls = np.zeros((b, n), np.int64)
         call_noise = noise.calls[:, t]  # (B, N, 2, L)
-        verifying = actions == CommAction.EXECUTE_VERIFY
+        verifying = spec.verify
         for li in range(n):
-            at_layer = layer == li
+            at_layer = (layer == li) & active
             if not at_layer.any():
-                break
+                continue
             for i in range(n):
-                rows = _rows(at_layer[:, i], b)
-                if rows is None:
-                    continue
-                previous = None if prev is None else _row_inputs(prev, rows, i)
-                shown = []
-                if li > 0:  # layer 0 has no predecessors outside its components
-                    outside = adj[rows, :, i].astype(bool) & (comp[rows] != comp[rows, i][:, None])
-                    shown = [(outside[:, j], _row_inputs(finals, rows, j)) for j in range(n) if outside[:, j].any()]
-                nz = call_noise[rows, i, 0]
-                out = self._call(i, rows, tasks, previous, shown, nz, state.adversaries[rows, i])
-                self._store(out, rows, i, multi[rows, i], finals, drafts, verifying, nz)
-                tokens[rows, i] += out[3] + out[4]
-                calls[rows, i] += 1
+                for has_previous in (True, False):  # an agent that never ran has no previous output
+                    rows = _rows(at_layer[:, i] & (ran[:, i] if has_previous else ~ran[:, i]), b)
+                    if rows is None:
+                        continue
+                    previous = _row_inputs(prev, rows, i) if has_previous else None
+                    shown = []
+                    if li > 0:  # layer 0 has no predecessors outside its components
+                        outside = adj[rows, :, i].astype(bool) & (comp[rows] != comp[rows, i][:, None])
+                        shown = [(outside[:, j], _row_inputs(finals, rows, j)) for j in range(n) if outside[:, j].any()]
+                    nz = call_noise[rows, i, 0]
+                    out = self._call(i, rows, tasks, previous, shown, nz, state.adversaries[rows, i])
+                    self._store(out, rows, i, multi[rows, i], finals, drafts, verifying, nz)
+                    tokens[rows, i] += out[3] + out[4]
+                    calls[rows, i] += 1
             for i in range(n):
                 rows = _rows(at_layer[:, i] & multi[:, i], b)
                 if rows is None:
@@ -245,14 +326,27 @@ class BatchSimulator:
                 tokens[rows, i] += out[3] + out[4]
                 calls[rows, i] += 1
         return BatchState(t + 1, finals, state.tokens + tokens.sum(axis=1), state.agent_tokens + tokens,
-                          state.adjacency + [adj], state.calls + [calls], state.adversaries)
+                          state.adjacency + [adj], state.calls + [calls], state.adversaries, ran | active)
+
+    def run_specs(self, rounds: list[BatchRoundSpec], tasks: TaskArrays, noise: EpisodeNoise,
+                  adversaries: np.ndarray | None = None) -> BatchResult:
+        """Whole episodes from one :class:`BatchRoundSpec` per round (1..T of them; an episode
+        halts after its last non-idle round), then the decision node."""
+        b = len(tasks.difficulty)
+        if not 1 <= len(rounds) <= self.rounds:
+            raise ValueError(f"run_specs needs 1..{self.rounds} rounds, got {len(rounds)}")
+        state = self.initial_state(b, adversaries)
+        for spec in rounds:
+            state = self.run_spec(state, spec, tasks, noise)
+        return self.finish(state, tasks, noise)
 
     def finish(self, state: BatchState, tasks: TaskArrays, noise: EpisodeNoise) -> BatchResult:
-        """The decision node answers; score and reward."""
+        """The decision node answers from the last output of every agent that ran; score and reward."""
         b = state.tokens.shape[0]
         rows = np.arange(b)
-        everyone = np.ones(b, dtype=bool)
-        shown = [(everyone, _row_inputs(state.previous, rows, j)) for j in range(self.n)]
+        if state.previous is None:
+            raise ValueError("finish() before any round: run at least one round")
+        shown = [(state.ran[:, j], _row_inputs(state.previous, rows, j)) for j in range(self.n) if state.ran[:, j].any()]
         label, _, _, prompt, completion = self._call(-1, rows, tasks, None, shown, noise.decision)
         tokens = state.tokens + prompt + completion
         accuracy = (label == 0).astype(np.float64)

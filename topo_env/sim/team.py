@@ -2,13 +2,18 @@
 behind the :class:`topo_env.backend.TeamBackend` interface."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from topo_env.backend import AgentCall, AgentReply, Decision, Message, Verdict
 from topo_env.sim.model import EpisodeNoise, draw_noise, simulate_call, simulate_verdict, wrong_label_cdf
-from topo_env.sim.profiles import SimProfile
+from topo_env.sim.profiles import SimProfile, get_profile
 from topo_env.sim.tasks import SimTaskSource
 from topo_env.tasks import Task
+
+if TYPE_CHECKING:
+    from topo_env.config import EnvConfig
 
 ROLE_TITLES = {
     "math": "MathSolver",
@@ -39,15 +44,24 @@ class SimTeamBackend:
         self._labels: dict[str, int] = {}
         self._titles = {"specialist": ROLE_TITLES[self.domain], "analyzer": "AnalyzeAgent", "decider": "FinalRefer"}
 
+    @classmethod
+    def from_config(cls, config: EnvConfig) -> "SimTeamBackend":
+        """The simulated team of ``config.profile`` (the ``"sim"`` factory of :mod:`topo_env.backends`)."""
+        return cls(get_profile(config.profile))
+
     # -- episode -------------------------------------------------------------------------
     def sample_task(self, rng: np.random.Generator, split: str) -> Task:
         return self.tasks.sample(rng, split)
+
+    def task_at(self, split: str, index: int) -> Task:
+        """Task ``index`` of ``split``: the same task in every process."""
+        return self.tasks.task(split, index)
 
     def start_episode(self, task: Task, rng: np.random.Generator, n_agents: int, rounds: int) -> None:
         if any(k not in task.metadata for k in ("difficulty", "latent", "prompt_tokens", "choices")):
             raise ValueError(
                 f"task {task.id!r} is not a simulated task (needs metadata 'difficulty', 'latent', 'prompt_tokens', 'choices'); "
-                "use backend='sim' only with tasks from topo_env.sim.tasks.SimTaskSource"
+                "use backend kind 'sim' only with tasks from topo_env.sim.tasks.SimTaskSource"
             )
         self.task = task
         self.noise = draw_noise(rng, self.profile, 1, rounds, n_agents)

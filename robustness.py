@@ -1,8 +1,8 @@
 """Robustness to injected adversarial agents (paper Section 5.3, Tables 2 and 3, Appendix E).
 
-    python evaluate.py --checkpoint runs/adv --adversarial 1 --adversary-position random --episodes 1000
-    python evaluate.py --config configs/default.yaml --adversarial 1 --adversary-position 0   # baselines only
-    python evaluate.py --checkpoint runs/adv --backend llm --config configs/local_llm.yaml --episodes 20
+    python robustness.py --checkpoint runs/adv --adversarial 1 --adversary-position random --episodes 1000
+    python robustness.py --config configs/default.yaml --adversarial 1 --adversary-position 0   # baselines only
+    python robustness.py --checkpoint runs/adv --backend llm --config configs/local_llm.yaml --episodes 20
 
 Evaluates the learned QMIX policy (greedy, from a train_qmix.py checkpoint) and every baseline
 on the same held-out episodes twice: clean (the run's env without adversaries) and attacked
@@ -41,14 +41,20 @@ from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
 from learners.evaluation import (EVAL_SEED_OFFSET, QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint,
                                  paired_difference)
 from topo_env.actions import ACTION_NAMES
-from topo_env.baselines import BASELINES, format_table, make_baseline
-from topo_env.config import BACKENDS, ConfigError, EnvConfig, load_yaml
+from topo_env.backends import backend_kinds
+from topo_env.baselines import BASELINES, make_baseline
+from topo_env.cli import (OneLineParser, closing_note, fail, format_table, points, positive_int, run_main,
+                          standard_error_note)
+from topo_env.config import ConfigError, EnvConfig, load_yaml
 from topo_env.env import TopologyParallelEnv
-from topo_env.evaluate import positive_int
+
+PROG = "python robustness.py"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python evaluate.py", description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                      epilog="Config keys: env in topo_env/config.py (EnvConfig), env.backend in topo_env/backends.py, "
+                             "learner and train in learners/config.py.")
     p.add_argument("--checkpoint", metavar="PATH", help="train_qmix.py run directory or checkpoint.pt "
                    "(without it: baselines only)")
     p.add_argument("--config", help="YAML config: the env without --checkpoint (default: the repository's "
@@ -58,14 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--adversary-position", default="random", metavar="i[,j..]|random",
                    help="'random' (default: K agents drawn per episode from its seed) or K comma-separated "
                         "agent indices (the same agents every episode)")
-    p.add_argument("--backend", choices=BACKENDS, help="override env.backend (llm needs env.domain, env.llm, "
-                   "env.dataset from the checkpoint, --config or --set)")
+    p.add_argument("--backend", choices=backend_kinds(), help="use this backend kind; its keys come from --config "
+                   "or --set env.backend.KEY=... (llm needs env.domain, env.backend.model and env.backend.dataset)")
     p.add_argument("--episodes", type=positive_int, help="held-out episodes per policy and condition "
                    "(default train.eval_episodes)")
     p.add_argument("--seed", type=int, help="run seed (default train.seed); episode k uses seed + "
                    f"{EVAL_SEED_OFFSET} + k")
     p.add_argument("--policies", help=f"comma-separated subset of qmix,{','.join(BASELINES)} (default all)")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config key")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a config key, nested keys with dots (env.backend.base_url=...)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: the checkpoint's run directory, "
                    "else runs/robustness-<setting>)")
     p.add_argument("--no-plots", action="store_true", help="write no PNG plots")
@@ -78,11 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_setting(args: argparse.Namespace) -> tuple[ExperimentConfig, dict | None]:
-    """The experiment config (checkpoint's or --config's, with overrides) and the checkpoint."""
-    overrides = [] if args.backend is None else [f"env.backend={args.backend}"]
-    overrides += list(args.set)
+    """The experiment config (checkpoint's or --config's, with overrides) and the checkpoint.
+    ``--backend`` comes first, so the backend keys of --config and --set refine it."""
+    kind = [] if args.backend is None else [f"env.backend={args.backend}"]
     if args.checkpoint is None:
-        return load_experiment(args.config or DEFAULT_CONFIG, overrides), None
+        return load_experiment(args.config or DEFAULT_CONFIG, kind + list(args.set)), None
     env_keys = []
     if args.config is not None:
         data = load_yaml(args.config)
@@ -90,7 +97,7 @@ def load_setting(args: argparse.Namespace) -> tuple[ExperimentConfig, dict | Non
         if not isinstance(section, dict):
             raise ConfigError(f"section 'env' of {args.config!r} must be a mapping")
         env_keys = [f"env.{k}={json.dumps(v)}" for k, v in section.items()]
-    return load_checkpoint(args.checkpoint, env_keys + overrides)
+    return load_checkpoint(args.checkpoint, kind + env_keys + list(args.set))
 
 
 def parse_position(text: str, k: int, n_agents: int) -> str | tuple[int, ...]:
@@ -205,12 +212,11 @@ def tables(result: dict[str, Any]) -> str:
     episodes, attack = result["episodes"], result["attack"]
     where = "placed at random per episode" if attack["position"] == "random" else f"at agent(s) {attack['position']}"
     env = result["config"]["env"]
-    setting = env["profile"] if env["backend"] == "sim" else f"llm-{env['domain']}"
-    out = [f"Robustness on {setting} (N={env['n_agents']}, T={env['rounds']}), {episodes} held-out episodes per "
-           f"policy and condition; {attack['n_adversaries']} adversarial agent(s) {where}.", "",
-           "Table 2: accuracy (%) clean and attacked; drop in points (paired standard error)."]
-    rows = [{"policy": p, "acc clean": f"{100 * clean[p]['accuracy']:.2f}",
-             "acc attacked": f"{100 * attacked[p]['accuracy']:.2f}",
+    out = [f"Robustness on {setting_of(env)} (N={env['n_agents']}, T={env['rounds']}), {episodes} held-out episodes "
+           f"per policy and condition; {attack['n_adversaries']} adversarial agent(s) {where}.", "",
+           "Table 2: accuracy in points (0-100, higher is better) clean and attacked; drop = clean minus attacked, "
+           "in points (paired standard error; smaller is more robust)."]
+    rows = [{"policy": p, "acc clean": points(clean[p]["accuracy"]), "acc attacked": points(attacked[p]["accuracy"]),
              "drop (pts)": f"{drop[p]['points']:.2f} ({drop[p]['se_points']:.2f})"} for p in clean]
     out += [format_table(rows, ("policy", "acc clean", "acc attacked", "drop (pts)")), ""]
     out.append(f"Table 3: total tokens over the {episodes} episodes, and per task.")
@@ -260,23 +266,22 @@ def write_plots(result: dict[str, Any], out_dir: Path) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run the study; bad input of any kind is one line on stderr and status 2 (see topo_env.cli)."""
+    args = build_parser().parse_args(argv)
     try:
         cfg, checkpoint = load_setting(args)
         position = parse_position(args.adversary_position, args.adversarial, cfg.env.n_agents)
         names = policy_names(args.policies, checkpoint is not None)
         attacked_env_config(cfg.env, args.adversarial, position)  # validates before any episode runs
     except (ConfigError, ValueError) as err:
-        parser.error(str(err))
+        fail(PROG, str(err))
     if args.out is not None:
         out_dir = Path(args.out)
     elif args.checkpoint is not None:
         path = Path(args.checkpoint)
         out_dir = path if path.is_dir() else path.parent
     else:
-        setting = cfg.env.profile if cfg.env.backend == "sim" else f"llm-{cfg.env.domain}"
-        out_dir = Path(f"runs/robustness-{setting}")
+        out_dir = Path(f"runs/robustness-{setting_of(cfg.env.to_dict())}")
     result = run(args, cfg, checkpoint, names, position)
     out_dir.mkdir(parents=True, exist_ok=True)
     public = {k: v for k, v in result.items() if not k.startswith("_")}
@@ -286,9 +291,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(public))
     else:
         print(tables(result))
-        print(f"\nresults: {out_dir / 'robustness.json'}" + "".join(f"\nplot: {p}" for p in plots))
+        source = f"checkpoint {args.checkpoint}" if args.checkpoint is not None else \
+            f"config {args.config or DEFAULT_CONFIG}"
+        scored = f"{source} on {setting_of(cfg.env.to_dict())}, {result['episodes']} held-out episodes per policy " \
+                 f"and condition"
+        notes = ["Accuracy is in points (higher is better); tokens: lower is cheaper.",
+                 standard_error_note("drop (pts)")]
+        written = [("results (robustness.json)", out_dir / "robustness.json")] + [("plot", p) for p in plots]
+        print("\n" + closing_note(scored, notes, written))
     return 0
 
 
+def setting_of(env: dict[str, Any]) -> str:
+    """The simulated profile, or ``llm-<domain>`` for a real LLM team (from ``EnvConfig.to_dict()``)."""
+    return env["profile"] if env["backend"]["kind"] == "sim" else f"{env['backend']['kind']}-{env['domain']}"
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main, PROG))

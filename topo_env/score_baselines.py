@@ -1,7 +1,7 @@
 """Score a baseline policy on the topology env from the command line.
 
-    python -m topo_env.evaluate --policy chain --profile mmlu_pro --episodes 200
-    python -m topo_env.evaluate --policy full --profile aime25 --episodes 50 --json
+    python -m topo_env.score_baselines --policy chain --profile mmlu_pro --episodes 200
+    python -m topo_env.score_baselines --policy full --profile aime25 --episodes 50 --json
 
 Episodes run through the PettingZoo API (:func:`topo_env.baselines.evaluate_policy`) on the
 ``eval`` split; a progress bar goes to stderr. stdout gets a table, or with ``--json``
@@ -16,29 +16,19 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from topo_env.baselines import BASELINES, DEFAULT_ROUNDS, default_rounds, evaluate_policy, format_table, make_baseline
-from topo_env.config import ConfigError
+from topo_env.baselines import BASELINES, DEFAULT_ROUNDS, default_rounds, evaluate_policy, make_baseline
+from topo_env.cli import OneLineParser, fail, format_table, points, positive_int, run_main
 from topo_env.env import parallel_env
 from topo_env.sim.profiles import PROFILES
 
-__all__ = ["DEFAULT_ROUNDS", "build_parser", "main", "run"]
+__all__ = ["DEFAULT_ROUNDS", "build_parser", "main", "run"]  # positive_int: topo_env.cli
 
-TABLE_COLUMNS = ("policy", "profile", "episodes", "accuracy", "reward", "tokens_per_task", "density")
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (the error names the value)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
-    return value
+PROG = "python -m topo_env.score_baselines"
+TABLE_COLUMNS = ("policy", "profile", "episodes", "accuracy (pts)", "reward", "tokens_per_task", "density")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m topo_env.evaluate", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--policy", required=True, choices=BASELINES, help="baseline policy")
     parser.add_argument("--profile", required=True, choices=sorted(PROFILES), help="simulated benchmark profile")
     parser.add_argument("--episodes", required=True, type=positive_int, help="episodes to run")
@@ -72,20 +62,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.n_agents < 2:
-        parser.error(f"argument --n-agents: {args.n_agents} must be >= 2")
-    try:
-        result = run(args)
-    except ConfigError as err:
-        parser.error(str(err))
+        fail(PROG, f"argument --n-agents: {args.n_agents} must be >= 2")
+    result = run(args)
     if args.json:
         keys = ("policy", "profile", "episodes", "reward", "accuracy", "tokens_per_task", "density")
         print(json.dumps({k: result[k] for k in keys}))
     else:
-        print(format_table([result], TABLE_COLUMNS))
+        print(format_table([{**result, "accuracy (pts)": points(result["accuracy"])}], TABLE_COLUMNS))
         print(f"(rounds={result['rounds']}, n_agents={result['n_agents']}, adversarial={args.adversarial}, "
               f"reward_std={result['reward_std']:.4f})")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main, PROG))

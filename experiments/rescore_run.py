@@ -1,14 +1,14 @@
 """Score a train_qmix.py run's policy against its oracle on more held-out episodes than the run used.
 
-    python benchmarks/rescore_run.py runs/hmmt --episodes 40000
-    python benchmarks/rescore_run.py runs/a runs/b --episodes 20000 --baselines full,solo --json
-    python benchmarks/rescore_run.py runs/s1 --episodes 20000 --oracles-of runs/s0 runs/s2 runs/s3
+    python -m experiments.rescore_run runs/hmmt --episodes 40000
+    python -m experiments.rescore_run runs/a runs/b --episodes 20000 --baselines full,solo --json
+    python -m experiments.rescore_run runs/s1 --episodes 20000 --oracles-of runs/s0 runs/s2 runs/s3
 
 A run's results.json compares QMIX with the fixed oracle on ``train.eval_episodes`` held-out
 episodes (4,000 in the shipped configs), where the paired standard error of a difference is
 about 0.004 reward: the gaps the issue's criterion is about (0.005-0.01) sit at one or two
 standard errors. This script plays the run's greedy policy (the network validation kept, else
-the last one, as ``evaluate.py`` loads it), the fixed oracle's sequence from the run's
+the last one, as ``robustness.py`` loads it), the fixed oracle's sequence from the run's
 results.json, and the fixed baselines named, on ``--episodes`` held-out episodes of the run's
 env (simulated team). Episode k uses the run's seed ``train.seed + EVAL_SEED_OFFSET + k``, so
 the first ``train.eval_episodes`` are the run's own and the rest extend them. It prints, per
@@ -18,7 +18,7 @@ on all of them.
 ``--oracles-of RUN ...`` also plays the fixed oracle sequences that other runs' searches picked
 (runs of the same env: other seeds, say), on the same episodes. Each search scores 46,656
 sequences on a few thousand episodes, so seeds' searches may pick different near-optimal
-sequences; a run picked among seeds (``benchmarks/select_run.py``) is then compared with every
+sequences; a run picked among seeds (``python -m experiments.select_run``) is then compared with every
 one of them, not only with its own search's pick.
 """
 from __future__ import annotations
@@ -33,9 +33,11 @@ from typing import Any
 
 import torch
 
+from experiments.run_oracles import oracle_sequences, run_oracle
 from learners.evaluation import (EVAL_SEED_OFFSET, QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint,
-                                 oracle_sequences, paired_difference, run_oracle)
-from topo_env.baselines import FIXED_BASELINES, SequencePolicy, format_table, make_baseline
+                                 paired_difference)
+from topo_env.baselines import FIXED_BASELINES, SequencePolicy, make_baseline
+from topo_env.cli import format_table
 from topo_env.config import ConfigError
 from topo_env.env import TopologyParallelEnv
 from topo_env.oracle import actions_from_names

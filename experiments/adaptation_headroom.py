@@ -11,7 +11,7 @@ episodes (so the winner's curse does not inflate the figures):
   round-1 agreement pattern (all agree / two agree / all differ), a richer policy class than
   any open-loop sequence; the best first-round action is picked on the selection half too.
 
-Usage: ``python benchmarks/adaptation_headroom.py --profile mmlu_pro [--episodes 8000]
+Usage: ``python -m experiments.adaptation_headroom --profile mmlu_pro [--episodes 8000]
 [--adversarial 0]``. Prints both rewards on the evaluation half and their difference.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import argparse
 import numpy as np
 from tqdm import tqdm
 
-from topo_env.oracle import _round_keys, draw_samples, joint_actions, sequence_names
+from topo_env.oracle import draw_samples, joint_actions, round_keys, sequence_names
 from topo_env.sim.batch import BatchSimulator
 from topo_env.sim.profiles import PROFILES, get_profile
 from topo_env.targets import choose_targets
@@ -38,7 +38,7 @@ def second_round_rewards(sim: BatchSimulator, state, tasks, noise, table: np.nda
     for start in range(0, m, step):
         ep = np.arange(start, min(m, start + step))
         pair_ep, pair_act = np.repeat(ep, n_joint), np.tile(np.arange(n_joint), len(ep))
-        keys = _round_keys(sim, table[pair_act], targets[pair_ep])
+        keys = round_keys(sim, table[pair_act], targets[pair_ep])
         _, reps, inverse = np.unique(pair_ep.astype(np.int64) << 16 | keys, return_index=True, return_inverse=True)
         rows = pair_ep[reps]
         after = sim.run_round(state.take(rows), table[pair_act[reps]], tasks.take(rows), noise.take(rows))
@@ -52,7 +52,7 @@ def measure(profile: str, episodes: int, seed: int = 0, adversarial: tuple[int, 
     tasks, noise = draw_samples(sim, episodes, seed, "train")
     table = joint_actions(3)
     ring = np.broadcast_to(choose_targets(sim.target_rule, None, None, 3)[0], (len(table), 3))
-    _, first_reps, _ = np.unique(_round_keys(sim, table, ring), return_index=True, return_inverse=True)
+    _, first_reps, _ = np.unique(round_keys(sim, table, ring), return_index=True, return_inverse=True)
     select = np.arange(episodes) < episodes // 2
     evaluate = ~select
     best_fixed = best_closed = None
@@ -97,7 +97,8 @@ def main() -> None:
     half = args.episodes - args.episodes // 2
     print(f"{r['profile']}: evaluation half ({half} episodes)")
     print(f"  best fixed sequence     {r['fixed_reward']:.4f}  {r['fixed_sequence']}")
-    print(f"  closed loop (bucket x round-1 agreement)  {r['closed_loop_reward']:.4f}  first round {r['closed_loop_first_round']}")
+    print(f"  closed loop (bucket x round-1 agreement)  {r['closed_loop_reward']:.4f}  "
+          f"first round {r['closed_loop_first_round']}")
     print(f"  headroom                {r['headroom']:+.4f}")
 
 

@@ -1,22 +1,22 @@
 """Pick the best of several train_qmix.py runs of one env (seeds, say) on common fresh validation episodes.
 
-    python benchmarks/select_run.py runs/s0 runs/s1 runs/s2 runs/s3 --episodes 20000
+    python -m experiments.select_run runs/s0 runs/s1 runs/s2 runs/s3 --episodes 20000
 
 A run's own validation (``train.validate_every``) scores its checkpoints on episodes that
 depend on its seed, so two seeds' validation rewards are not paired, and the gaps between good
 runs (0.001-0.005 reward) are below what 4,000 unpaired episodes resolve. This script plays each
-run's greedy policy (the network validation kept, else the last one, as ``evaluate.py`` loads
+run's greedy policy (the network validation kept, else the last one, as ``robustness.py`` loads
 it) on the same ``--episodes`` train-split episodes: episode k uses env seed ``SELECTION_SEED +
 k``, which no training episode and no run's validation uses (for run seeds below 10,000 and
 fewer than 500,000 validation episodes). It prints each run's reward, its paired difference
 with the best run, and the pick. Held-out episodes are never played, so the pick can then be
-scored on them with ``benchmarks/rescore_run.py``.
+scored on them with ``python -m experiments.rescore_run``.
 
 ``--oracles`` also plays the fixed oracle sequences that the runs' own searches picked (from
 their results.json) on the same episodes, and names the best of them: the oracle's sequence
 picked the way the run is, on episodes that neither will be scored on. Then
 
-    python benchmarks/rescore_run.py PICKED_RUN --oracles-of ORACLE_RUN --episodes 80000
+    python -m experiments.rescore_run PICKED_RUN --oracles-of ORACLE_RUN --episodes 80000
 
 compares the two on held-out episodes without the winner's curse of taking the best of several
 sequences on the very episodes that score it.
@@ -34,9 +34,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from experiments.run_oracles import oracle_sequences
 from learners.evaluation import (VALIDATION_SEED_OFFSET, QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint,
-                                 oracle_sequences, paired_difference)
-from topo_env.baselines import SequencePolicy, format_table
+                                 paired_difference)
+from topo_env.baselines import SequencePolicy
+from topo_env.cli import format_table
 from topo_env.config import ConfigError, env_difference
 from topo_env.env import TopologyParallelEnv
 from topo_env.oracle import actions_from_names

@@ -17,9 +17,9 @@ the same action in a round: 6^T of them, what team exploration tries) and prints
 each one's gap below the best and the episodes a learner needs to tell that gap from zero: how
 flat the landscape around the optimum is that a learner has to resolve.
 
-Usage: ``python benchmarks/deviation_gains.py --profile mmlu_pro --adversarial 0 [--base solo]
+Usage: ``python -m experiments.deviation_gains --profile mmlu_pro --adversarial 0 [--base solo]
 [--samples 100000] [--top 10] [--config configs/qmix_long.yaml --set learner.deviation_explore=0.5]``;
-``python benchmarks/deviation_gains.py --profile aime26 --team-sequences [--top 12]``.
+``python -m experiments.deviation_gains --profile aime26 --team-sequences [--top 12]``.
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ import numpy as np
 from learners.config import load_experiment
 from learners.schedules import epsilon_at
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
-from topo_env.baselines import FIXED_BASELINES, format_table, open_loop_actions
+from topo_env.baselines import FIXED_BASELINES, open_loop_actions
+from topo_env.cli import format_table
 from topo_env.oracle import draw_samples
 from topo_env.sim.batch import BatchSimulator
 from topo_env.sim.profiles import PROFILES, get_profile
