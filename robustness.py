@@ -38,8 +38,7 @@ import numpy as np
 import torch
 
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
-from learners.evaluation import (EVAL_SEED_OFFSET, QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint,
-                                 paired_difference)
+from learners.evaluation import QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint, paired_difference
 from topo_env.actions import ACTION_NAMES
 from topo_env.backends import backend_kinds
 from topo_env.baselines import BASELINES, make_baseline
@@ -47,6 +46,7 @@ from topo_env.cli import (OneLineParser, closing_note, fail, format_table, point
                           standard_error_note)
 from topo_env.config import ConfigError, EnvConfig, load_yaml
 from topo_env.env import TopologyParallelEnv
+from topo_env.seeding import EVAL_SEED_OFFSET
 
 PROG = "python robustness.py"
 

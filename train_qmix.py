@@ -34,8 +34,7 @@ from tqdm import tqdm
 
 from learners.buffer import EpisodeReplayBuffer
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
-from learners.evaluation import (EVAL_SEED_OFFSET, VALIDATION_SEED_OFFSET, QMIXPolicy, evaluate,
-                                 paired_differences)
+from learners.evaluation import QMIXPolicy, evaluate, paired_differences
 from learners.evaluation import config_overrides as _flatten  # a saved config as --set overrides (--resume)
 from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner, EpisodeStats
@@ -46,6 +45,8 @@ from topo_env.cli import (OneLineParser, closing_note, format_table, points, pos
                           standard_error_note)
 from topo_env.config import ConfigError
 from topo_env.env import TopologyParallelEnv
+from topo_env.seeding import (EVAL_SEED_OFFSET, EXPLORATION_STREAM, REPLAY_STREAM, VALIDATION_SEED_OFFSET,
+                              episode_rng, training_env_seed)
 from topo_env.plots import draw_episodes, plot_action_distribution, plot_learning_curves, save_figure
 
 
@@ -82,11 +83,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def setting_name(cfg: ExperimentConfig) -> str:
     """The simulated profile, or ``<backend kind>-<domain>`` for another team (``llm-reasoning``)."""
     return cfg.env.profile if cfg.env.backend.kind == "sim" else f"{cfg.env.backend.kind}-{cfg.env.domain}"
-
-
-def episode_rng(seed: int, stream: int, episode: int) -> np.random.Generator:
-    """Every random draw of episode k comes from its own stream: a resumed run replays exactly."""
-    return np.random.default_rng([seed, stream, episode])
 
 
 class GracefulStop:
@@ -224,13 +220,14 @@ def main(argv: list[str] | None = None) -> int:
         for episode in bar:
             epsilon = epsilon_at(episode, cfg)
             learner.set_lr(lr_at(episode, cfg))
-            record, stats = runner.run(epsilon, episode_rng(seed, 1, episode), seed=seed * 100_003 + episode,
+            record, stats = runner.run(epsilon, episode_rng(seed, EXPLORATION_STREAM, episode),
+                                       seed=training_env_seed(seed, episode),
                                        team_explore=cfg.learner.team_explore,
                                        deviation_explore=cfg.learner.deviation_explore,
                                        deviation_rank_decay=cfg.learner.deviation_rank_decay)
             buffer.add(record)
             if len(buffer) >= warmup and episode % cfg.learner.episodes_per_update == 0:
-                sample_rng = episode_rng(seed, 2, episode)
+                sample_rng = episode_rng(seed, REPLAY_STREAM, episode)
                 for _ in range(cfg.learner.updates_per_episode):
                     losses.append(learner.update(buffer.sample(cfg.learner.batch_size, sample_rng)))
             if cfg.train.validate_every and (episode + 1) % cfg.train.validate_every == 0:

@@ -34,13 +34,13 @@ from typing import Any
 import torch
 
 from experiments.run_oracles import oracle_sequences, run_oracle
-from learners.evaluation import (EVAL_SEED_OFFSET, QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint,
-                                 paired_difference)
+from learners.evaluation import QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint, paired_difference
 from topo_env.baselines import FIXED_BASELINES, SequencePolicy, make_baseline
 from topo_env.cli import format_table
 from topo_env.config import ConfigError
 from topo_env.env import TopologyParallelEnv
 from topo_env.oracle import actions_from_names
+from topo_env.seeding import EVAL_SEED_OFFSET
 
 
 def rescore(run: str | Path, episodes: int, baselines: Sequence[str], progress: bool = True,

@@ -35,16 +35,14 @@ import numpy as np
 import torch
 
 from experiments.run_oracles import oracle_sequences
-from learners.evaluation import (VALIDATION_SEED_OFFSET, QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint,
-                                 paired_difference)
+from learners.evaluation import QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint, paired_difference
 from topo_env.baselines import SequencePolicy
 from topo_env.cli import format_table
 from topo_env.config import ConfigError, env_difference
 from topo_env.env import TopologyParallelEnv
 from topo_env.oracle import actions_from_names
+from topo_env.seeding import SELECTION_SEED
 
-SELECTION_SEED = VALIDATION_SEED_OFFSET + 500_000
-"""Selection episode k uses env seed ``SELECTION_SEED + k`` (train split), whatever the runs' seeds."""
 
 
 def select_run(runs: Sequence[str | Path], episodes: int, progress: bool = True,

@@ -34,16 +34,10 @@ from learners.runner import select_actions
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
 from topo_env.baselines import Policy, agent_index, evaluate_policy
 from topo_env.config import ConfigError, nest_legacy_backend
+from topo_env.seeding import policy_rng
 
-EVAL_SEED_OFFSET = 1_000_000
-"""Held-out episode k of a run with seed s uses env seed ``s + EVAL_SEED_OFFSET + k`` (eval split)."""
 
-VALIDATION_SEED_OFFSET = 1_000_000_000
-"""Validation episode k of a run with seed s uses env seed ``s + VALIDATION_SEED_OFFSET + k``
-(train split; far from the training episodes' seeds ``s * 100_003 + episode``)."""
 
-_QMIX_STREAM = 0xE7A1
-"""Mixed into a QMIX policy's episode seed (its exploration draws are not the env's)."""
 
 
 class EpisodeTrace(NamedTuple):
@@ -114,7 +108,7 @@ class QMIXPolicy:
 
     def reset(self, seed: int | None) -> None:
         self._hidden = None
-        self._rng = np.random.default_rng(None if seed is None else [int(seed), _QMIX_STREAM])
+        self._rng = policy_rng("qmix", seed)
 
     def act(self, observations: dict, infos: dict) -> dict[str, int]:
         names = sorted(observations, key=agent_index)

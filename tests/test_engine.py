@@ -199,3 +199,23 @@ def test_batch_round_spec_validation():
 
 def test_env_exports_the_engine():
     assert topo_env.RoundSpec is RoundSpec and topo_env.TeamEpisode is TeamEpisode
+
+
+def test_all_active_and_oracle_scoring_of_round_specs():
+    """RoundSpec.all_active calls everyone; the oracle scores any controller's batched rounds on its
+    own samples, and the full team's rounds score as the 'full' baseline's actions do."""
+    from topo_env.oracle import draw_samples, score_round_specs
+
+    adj = np.ones((3, 3), bool) & ~np.eye(3, dtype=bool)
+    spec = RoundSpec.all_active(adj)
+    assert spec.everyone and spec.active.all() and not spec.verify.any()
+    sim = BatchSimulator(get_profile("mmlu_pro"), 3, 2)
+    b = 400
+    full = BatchRoundSpec(np.broadcast_to(adj, (b, 3, 3)).astype(np.int8), np.ones((b, 3), bool), np.zeros((b, 3), bool))
+    scored = score_round_specs(sim, [full, full], seed=3, split="eval")
+    tasks, noise = draw_samples(sim, b, 3, "eval")
+    want = sim.run(np.ones((2, 3), np.int64), tasks, noise)  # every agent broadcast_all, both rounds
+    assert scored["reward"] == pytest.approx(float(want.reward.mean()), abs=1e-12)
+    assert scored["episodes"] == b and scored["reward_se"] > 0
+    halted = score_round_specs(sim, [full, BatchRoundSpec.idle(b, 3)], seed=3, split="eval")
+    assert halted["tokens_per_task"] < scored["tokens_per_task"]

@@ -23,6 +23,7 @@ from learners.runner import EpisodeRunner
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
 from topo_env.baselines import BASELINES, evaluate_policy, make_baseline
 from topo_env.config import ConfigError, load_yaml
+from topo_env import seeding
 from topo_env.env import TopologyParallelEnv
 
 torch.set_num_threads(1)
@@ -103,8 +104,8 @@ def test_eval_numbers_come_from_the_final_agent_and_the_held_out_split(straight_
     agent.load_state_dict(ck["learner"]["agent"])
     runner = EpisodeRunner(env, agent, torch.device("cpu"))
     seed = cfg.train.seed
-    eval_seed = seed + train_qmix.EVAL_SEED_OFFSET
-    stats = [runner.run(0.0, train_qmix.episode_rng(seed, 3, k), seed=eval_seed + k, options={"split": "eval"})[1]
+    eval_seed = seed + seeding.EVAL_SEED_OFFSET
+    stats = [runner.run(0.0, seeding.episode_rng(seed, 3, k), seed=eval_seed + k, options={"split": "eval"})[1]
              for k in range(20)]
     assert np.mean([s.reward for s in stats]) == pytest.approx(res["qmix"]["reward"], abs=1e-9)
     assert np.mean([s.tokens for s in stats]) == pytest.approx(res["qmix"]["tokens_per_task"], abs=1e-9)
@@ -191,7 +192,7 @@ def test_validation_selects_the_best_network_and_leaves_training_untouched(tmp_p
     validated, plain = tmp_path / "validated", tmp_path / "plain"
     assert train(validated, "--episodes", "30", "--set", "train.validate_every=10",
                  "--set", "train.validate_episodes=5", *FIXED_SCHEDULE) == 0
-    assert calls == [(5, train_qmix.VALIDATION_SEED_OFFSET)] * 3  # seed 0: the same episodes each time
+    assert calls == [(5, seeding.VALIDATION_SEED_OFFSET)] * 3  # seed 0: the same episodes each time
     monkeypatch.setattr(train_qmix, "evaluate", real_evaluate)
     assert train(plain, "--episodes", "20", *FIXED_SCHEDULE) == 0
     summary = load_results(validated)
@@ -205,7 +206,7 @@ def test_validation_selects_the_best_network_and_leaves_training_untouched(tmp_p
     ck = load_learner_state(validated)
     cfg, _ = load_checkpoint(validated)
     env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="eval"))
-    eval_seed = cfg.train.seed + train_qmix.EVAL_SEED_OFFSET
+    eval_seed = cfg.train.seed + seeding.EVAL_SEED_OFFSET
     agent = agent_from_checkpoint(ck, cfg, env.obs_builder.dim)
     res = summary["eval"]
     assert evaluate(env, QMIXPolicy(agent), 20, eval_seed, progress=False)[0]["reward"] == res["qmix"]["reward"]

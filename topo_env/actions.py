@@ -22,4 +22,3 @@ class CommAction(IntEnum):
 N_ACTIONS: int = len(CommAction)
 ACTION_NAMES: tuple[str, ...] = tuple(a.name.lower() for a in CommAction)
 """Lower-case action names in index order: ``ACTION_NAMES[2] == "selective_query"``."""
-

@@ -23,6 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from topo_env.actions import ACTION_NAMES, CommAction
+from topo_env.seeding import policy_rng
 from topo_env.sim.profiles import get_profile
 from topo_env.sim.tasks import SPLITS
 from topo_env.tasks import DEFAULT_ROUNDS  # rounds per domain (paper); used when a CLI gets no --rounds
@@ -30,8 +31,6 @@ from topo_env.tasks import DEFAULT_ROUNDS  # rounds per domain (paper); used whe
 BASELINES: tuple[str, ...] = ("solo", "full", "chain", "star", "debate", "random")
 FIXED_BASELINES: tuple[str, ...] = tuple(b for b in BASELINES if b != "random")
 
-_RANDOM_STREAM = 0x5EED
-"""Mixed into a random policy's seed so that its draws are not the env's draws for the same seed."""
 
 
 def default_rounds(profile: str) -> int:
@@ -157,7 +156,7 @@ class RandomPolicy:
         self.reset(seed)
 
     def reset(self, seed: int | None) -> None:
-        self._rng = np.random.default_rng(None if seed is None else [int(seed), _RANDOM_STREAM])
+        self._rng = policy_rng("random", seed)
 
     def act(self, observations: dict, infos: dict) -> dict[str, int]:
         actions: dict[str, int] = {}

@@ -20,7 +20,7 @@ per-round rewards of both modes sum to R.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -77,6 +77,9 @@ class RoundSpec:
     active: np.ndarray
     verify: np.ndarray
     recall: np.ndarray | None = None
+    everyone: bool = field(init=False, repr=False)  # every agent active
+    verified: frozenset[int] = field(init=False, repr=False)  # the agents in ``verify``
+    key: bytes = field(init=False, repr=False)  # identifies the graph and the active set
 
     def __post_init__(self) -> None:
         adj = np.asarray(self.adjacency)
@@ -113,13 +116,17 @@ class RoundSpec:
         object.__setattr__(self, "active", active)
         object.__setattr__(self, "verify", verify)
         object.__setattr__(self, "recall", recall)
+        everyone = bool(active.all())
+        object.__setattr__(self, "everyone", everyone)
+        object.__setattr__(self, "verified", frozenset(np.flatnonzero(verify).tolist()))
+        object.__setattr__(self, "key", adj.tobytes() if everyone else adj.tobytes() + active.tobytes())
 
     @property
     def n_agents(self) -> int:
         return self.adjacency.shape[0]
 
     @classmethod
-    def everyone(cls, adjacency: Any, verify: Any = None) -> "RoundSpec":
+    def all_active(cls, adjacency: Any, verify: Any = None) -> "RoundSpec":
         """Every agent active (the PettingZoo front-end's rounds); ``verify`` None: nobody."""
         n = np.asarray(adjacency).shape[0]
         return cls(adjacency, np.ones(n, dtype=bool), np.zeros(n, dtype=bool) if verify is None else verify)
@@ -215,7 +222,7 @@ class TeamEpisode:
             raise RuntimeError(f"all {self.max_rounds} rounds have run: call decide()")
         if spec.n_agents != self.n_agents:
             raise ValueError(f"RoundSpec is for {spec.n_agents} agents, the team has {self.n_agents}")
-        plan = self.plans(spec.adjacency)
+        plan = self.plans(spec.adjacency.view(np.int8))
         result = self.run_coroutine(
             self.executor.run_round(self.task, self.round, spec, plan, self.last_outputs)
         )
@@ -225,7 +232,7 @@ class TeamEpisode:
             self.team_tokens += c.reply.total_tokens
             self.tokens_estimated = self.tokens_estimated or c.reply.tokens_estimated
         self.last_outputs = list(result.finals)
-        if spec.active.all():
+        if spec.everyone:
             self.ran = [True] * self.n_agents
         else:
             self.ran = [r or bool(a) for r, a in zip(self.ran, spec.active)]

@@ -35,7 +35,7 @@ from topo_env.backends import make_backend
 from topo_env.config import EnvConfig
 from topo_env.encoders import make_encoder
 from topo_env.engine import RewardConfig, RoundSpec, TeamEpisode, episode_transcript
-from topo_env.frontend import choose_task, forced_adversaries, render_picture, start_episode
+from topo_env.frontend import begin_episode, render_picture
 from topo_env.executor import RoundResult
 from topo_env.observation import ObservationBuilder, answer_codes
 from topo_env.graph import adjacency_of
@@ -149,6 +149,7 @@ class TopologyParallelEnv(ParallelEnv):
         self._ended = True
         self.history: list[CommRound] = []
         self._set_adjacency(np.zeros((cfg.n_agents, cfg.n_agents), dtype=np.int8))
+        self._specs: dict[tuple[tuple[int, ...], tuple[int, ...]], RoundSpec] = {}
 
     # -- spaces (same object every call) -------------------------------------------------
     def observation_space(self, agent: str) -> spaces.Space:
@@ -163,20 +164,9 @@ class TopologyParallelEnv(ParallelEnv):
     def reset(self, seed: int | None = None, options: dict | None = None):
         """Start an episode. A reset that raises changes nothing (episode, task, RNG)."""
         rng = np.random.default_rng(seed) if (seed is not None or self._rng is None) else self._rng
-        saved = rng.bit_generator.state
-        options = dict(options or {})
-        try:
-            forced = forced_adversaries(options, self.n_agents)
-            task = choose_task(self.backend, self.config, rng, options)
-            template = self.obs_builder.episode_template(
-                self.encoder.encode(task.prompt), int(task.metadata.get("prompt_tokens", len(task.prompt.split())))
-            )
-            drawn = start_episode(self.episode, self.config, task, rng, forced)
-        except BaseException:
-            rng.bit_generator.state = saved
-            raise
-        self._rng, self._template = rng, template
-        self.adversaries = drawn
+        self._template = begin_episode(self.episode, self.config, self.encoder, self.obs_builder, rng, options)
+        self._rng = rng
+        self.adversaries = self.episode.adversaries
         n = self.n_agents
         self.agents = list(self.possible_agents)
         self._ended = False
@@ -200,11 +190,13 @@ class TopologyParallelEnv(ParallelEnv):
             codes = answer_codes([m.answer for m in previous])
             confs = [0.5 if m.confidence is None else m.confidence for m in previous]
             targets = choose_targets_one(self.config.target_rule, codes, confs, n)
-        spec = comm_round_spec(acts, targets)
-        tokens_before = list(episode.agent_tokens)
+        key = (tuple(acts), tuple(targets))
+        spec = self._specs.get(key)
+        if spec is None:  # specs are immutable: one per (joint action, targets), built once
+            spec = self._specs[key] = comm_round_spec(acts, targets)
         result = episode.run_round(spec)
-        self.history.append(CommRound(result, tuple(acts), tuple(targets)))
-        round_tokens = [after - before for after, before in zip(episode.agent_tokens, tokens_before)]
+        self.history.append(CommRound(result, key[0], key[1]))
+        round_tokens = result.tokens_per_agent(n)
         estimated = any(c.reply.tokens_estimated for c in result.calls)
         self._prev_actions = tuple(acts)
         self._set_adjacency(result.adjacency)

@@ -124,16 +124,15 @@ class RoundExecutor:
         self.adversarial = frozenset(adversarial)
         self._schedules: dict[bytes, Schedule] = {}
 
-    def schedule(self, adjacency: np.ndarray, plan: ExecutionPlan, active: np.ndarray) -> "Schedule":
-        """Who calls in which phase and sees whose output, for one graph and active set (memoised)."""
-        everyone = bool(active.all())
-        key = adjacency.tobytes() if everyone else adjacency.tobytes() + active.tobytes()
-        sched = self._schedules.get(key)
+    def schedule(self, spec: Any, plan: ExecutionPlan) -> "Schedule":
+        """Who calls in which phase and sees whose output, for one RoundSpec's graph and active set
+        (memoised)."""
+        sched = self._schedules.get(spec.key)
         if sched is None:
-            sched = Schedule.build(adjacency, plan, None if everyone else active)
+            sched = Schedule.build(spec.adjacency.view(np.int8), plan, None if spec.everyone else spec.active)
             if len(self._schedules) >= 65536:
                 self._schedules.clear()
-            self._schedules[key] = sched
+            self._schedules[spec.key] = sched
         return sched
 
     async def run_round(
@@ -148,8 +147,8 @@ class RoundExecutor:
         ``previous[i]`` is agent i's latest output before this round (None if it never ran)."""
         n = len(self.roles)
         adjacency = spec.adjacency.view(np.int8)
-        sched = self.schedule(adjacency, plan, spec.active)
-        verifying = set(np.flatnonzero(spec.verify).tolist()) if spec.verify.any() else set()
+        sched = self.schedule(spec, plan)
+        verifying = spec.verified
         recalled = [()] * n
         if spec.recall is not None:
             recalled = [tuple(previous[u] for u in np.flatnonzero(spec.recall[:, v]).tolist() if previous[u] is not None)
@@ -176,7 +175,7 @@ class RoundExecutor:
                 outputs = await self._run_calls(calls, layer_index, result, verifying, phase_index=1)
                 for (agent, _), msg in zip(second, outputs):
                     finals[agent] = msg
-        if not spec.active.all():
+        if not spec.everyone:
             finals = [previous[i] if not spec.active[i] else m for i, m in enumerate(finals)]
         result.finals = tuple(finals)
         return result
@@ -187,7 +186,7 @@ class RoundExecutor:
                          messages=shown, own_previous=own_previous, adversarial=agent in self.adversarial)
 
     async def _run_calls(self, calls: list[AgentCall], layer_index: int, result: RoundResult,
-                         verifying: set[int], phase_index: int) -> list[Message]:
+                         verifying: frozenset[int], phase_index: int) -> list[Message]:
         replies = await gather_calls(self.backend, [self.backend.call_agent(c) for c in calls])
         verdict_of = {}
         if verifying:

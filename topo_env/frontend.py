@@ -8,6 +8,7 @@ and options determine the episode completely.
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from topo_env.backend import TeamBackend
 from topo_env.config import EnvConfig, check_adversaries
 from topo_env.engine import TeamEpisode
+from topo_env.observation import ObservationBuilder
 from topo_env.tasks import Task
 
 RESET_OPTIONS: tuple[str, ...] = ("adversaries", "split", "task")
@@ -44,12 +46,25 @@ def forced_adversaries(options: dict, n_agents: int) -> tuple[int, ...] | None:
     return tuple(sorted(check_adversaries(forced, n_agents, "options['adversaries']")))
 
 
-def start_episode(episode: TeamEpisode, config: EnvConfig, task: Task, rng: np.random.Generator,
-                  forced: tuple[int, ...] | None) -> tuple[int, ...]:
-    """Start the engine on ``task``; the adversaries are ``forced`` or drawn per the config after
-    the backend's draws. Returns the episode's adversaries."""
-    episode.start(task, rng, config.draw_adversaries if forced is None else forced)
-    return episode.adversaries
+def begin_episode(episode: TeamEpisode, config: EnvConfig, encoder: Any, obs_builder: ObservationBuilder,
+                  rng: np.random.Generator, options: dict | None) -> np.ndarray:
+    """``reset()`` of either front-end: choose the task, start the engine on it (the adversaries
+    forced by the options, or drawn per the config after the backend's draws) and return the
+    episode's (N, D) observation template. One that raises leaves ``rng`` and the engine as they
+    were."""
+    saved = rng.bit_generator.state
+    options = dict(options or {})
+    try:
+        forced = forced_adversaries(options, config.n_agents)
+        task = choose_task(episode.backend, config, rng, options)
+        template = obs_builder.episode_template(
+            encoder.encode(task.prompt), int(task.metadata.get("prompt_tokens", len(task.prompt.split())))
+        )
+        episode.start(task, rng, config.draw_adversaries if forced is None else forced)
+    except BaseException:
+        rng.bit_generator.state = saved
+        raise
+    return template
 
 
 def render_picture(mode: str, graph: np.ndarray, episode: TeamEpisode, roles: tuple[str, ...], started: bool,

@@ -45,6 +45,7 @@ from topo_env.baselines import FIXED_BASELINES, open_loop_actions
 from topo_env.cli import format_table
 from topo_env.sim.batch import BatchRoundSpec, BatchSimulator, BatchState, TaskArrays, comm_round_specs
 from topo_env.sim.model import EpisodeNoise
+from topo_env.seeding import oracle_rng
 from topo_env.sim.profiles import PROFILES, get_profile
 from topo_env.targets import TARGET_RULES, choose_targets
 from topo_env.tasks import DIFFICULTY_BUCKETS
@@ -54,7 +55,6 @@ MAX_ROUNDS = 2
 DEFAULT_SAMPLES = 1000
 DEFAULT_SHORTLIST = 64
 DEFAULT_LARGE_SAMPLES = 20000
-SAMPLE_STREAMS = {"train": 0, "eval": 1, "rerank": 2}
 DEFAULT_CHUNK_ROWS = 60_000
 """Episodes simulated per vectorised call (bounds memory: about 2 KB of noise per episode)."""
 
@@ -101,9 +101,7 @@ def draw_samples(sim: BatchSimulator, samples: int, seed: int, split: str) -> tu
     """The M tasks and noise the oracle uses for ``split`` ("train": selection, "eval":
     re-evaluation), drawn from the stream ``default_rng([seed, SPLITS[split]])``: the two
     sample sets are independent, and the same (seed, split) always gives the same samples."""
-    if split not in SAMPLE_STREAMS:
-        raise ValueError(f"split={split!r}: must be one of {sorted(SAMPLE_STREAMS)}")
-    return sim.sample(np.random.default_rng([int(seed), SAMPLE_STREAMS[split]]), int(samples))
+    return sim.sample(oracle_rng(seed, split), int(samples))
 
 
 def spec_keys(sim: BatchSimulator, spec: BatchRoundSpec) -> np.ndarray:

@@ -51,7 +51,7 @@ from topo_env.backends import make_backend
 from topo_env.config import ConfigError, EnvConfig
 from topo_env.encoders import make_encoder
 from topo_env.engine import RewardConfig, RoundSpec, TeamEpisode, episode_transcript
-from topo_env.frontend import choose_task, forced_adversaries, render_picture, start_episode
+from topo_env.frontend import begin_episode, render_picture
 from topo_env.observation import ObservationBuilder
 
 MODES: tuple[str, ...] = ("graph", "next_agent")
@@ -106,19 +106,7 @@ class OrchestratorEnv(gymnasium.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """Start an episode. A reset that raises changes nothing (episode, task, RNG)."""
         super().reset(seed=seed)  # seeds self.np_random: the episode's generator
-        rng = self.np_random
-        saved = rng.bit_generator.state
-        options = dict(options or {})
-        try:
-            forced = forced_adversaries(options, self.n_agents)
-            task = choose_task(self.backend, self.config, rng, options)
-            template = self.obs_builder.episode_template(
-                self.encoder.encode(task.prompt), int(task.metadata.get("prompt_tokens", len(task.prompt.split())))
-            )
-            start_episode(self.episode, self.config, task, rng, forced)
-        except BaseException:
-            rng.bit_generator.state = saved
-            raise
+        template = begin_episode(self.episode, self.config, self.encoder, self.obs_builder, self.np_random, options)
         n = self.n_agents
         self._template = template
         self._started, self._ended = True, False

@@ -1,0 +1,65 @@
+"""Every random stream of the project, derived in one place from a run's seed.
+
+A run has one integer seed (``train.seed``, ``--seed``). Everything random derives from it here, so
+streams never collide and a reader sees at a glance which episodes a figure was measured on:
+
+================  ==================================  ================================================
+stream            what draws from it                   derived as
+================  ==================================  ================================================
+training          env of training episode e            env seed ``seed * 100_003 + e``
+exploration       epsilon-greedy of training ep. e     ``default_rng([seed, 1, e])``
+replay            minibatches after training ep. e     ``default_rng([seed, 2, e])``
+validation        env of validation episode k          env seed ``seed + 1_000_000_000 + k`` (train split)
+selection         runs compared on common episodes     env seed ``1_000_500_000 + k`` (train split, any run)
+evaluation        env of held-out episode k            env seed ``seed + 1_000_000 + k`` (eval split)
+policy            a stochastic policy's draws          ``default_rng([episode seed, POLICY_STREAMS[name]])``
+oracle samples    the oracle's tasks and noise         ``default_rng([seed, ORACLE_STREAMS[split]])``
+================  ==================================  ================================================
+
+The env seeds index the PettingZoo / Gymnasium ``reset(seed=...)``; with the simulated team a seed
+fixes the task and all of the episode's noise.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+TRAINING_SEED_STRIDE = 100_003
+"""Training episode e of a run with seed s uses env seed ``s * TRAINING_SEED_STRIDE + e``."""
+EVAL_SEED_OFFSET = 1_000_000
+"""Held-out episode k of a run with seed s uses env seed ``s + EVAL_SEED_OFFSET + k`` (eval split)."""
+VALIDATION_SEED_OFFSET = 1_000_000_000
+"""Validation episode k of a run with seed s uses env seed ``s + VALIDATION_SEED_OFFSET + k``
+(train split; far from the training episodes' seeds)."""
+SELECTION_SEED = VALIDATION_SEED_OFFSET + 500_000
+"""Selection episode k, on which several runs are compared (``experiments/select_run.py``), uses env
+seed ``SELECTION_SEED + k`` (train split) whatever the runs' seeds: apart from training and validation."""
+EXPLORATION_STREAM, REPLAY_STREAM = 1, 2
+POLICY_STREAMS: dict[str, int] = {"random": 0x5EED, "qmix": 0xE7A1}
+"""Mixed into a stochastic policy's episode seed, so its draws are not the env's draws for that seed."""
+ORACLE_STREAMS: dict[str, int] = {"train": 0, "eval": 1, "rerank": 2}
+"""The oracle's sample sets: selection ("train"), reporting ("eval") and re-ranking ("rerank")."""
+
+
+def training_env_seed(seed: int, episode: int) -> int:
+    """The env seed of training episode ``episode``."""
+    return int(seed) * TRAINING_SEED_STRIDE + int(episode)
+
+
+def episode_rng(seed: int, stream: int, episode: int) -> np.random.Generator:
+    """The generator of one training episode's ``stream`` (:data:`EXPLORATION_STREAM`,
+    :data:`REPLAY_STREAM`): independent of the env's draws and of every other episode."""
+    return np.random.default_rng([int(seed), int(stream), int(episode)])
+
+
+def policy_rng(policy: str, episode_seed: int | None) -> np.random.Generator:
+    """A stochastic policy's generator for one episode (None: fresh entropy)."""
+    if episode_seed is None:
+        return np.random.default_rng()
+    return np.random.default_rng([int(episode_seed), POLICY_STREAMS[policy]])
+
+
+def oracle_rng(seed: int, split: str) -> np.random.Generator:
+    """The generator of the oracle's ``split`` sample set."""
+    if split not in ORACLE_STREAMS:
+        raise ValueError(f"split={split!r}: must be one of {sorted(ORACLE_STREAMS)}")
+    return np.random.default_rng([int(seed), ORACLE_STREAMS[split]])
