@@ -221,7 +221,7 @@ def test_evaluate_cli_table_and_options():
                    "--n-agents", "4", "--adversarial", "0", "3")
     assert proc.returncode == 0, proc.stderr
     header = re.split(r"\s{2,}", proc.stdout.splitlines()[0].strip())
-    assert header == ["policy", "profile", "episodes", "accuracy (pts)", "reward", "tokens_per_task", "density"]
+    assert header == ["policy", "profile", "episodes", "accuracy (pts)", "reward", "reward SE", "tokens_per_task", "density"]
     assert "random" in proc.stdout and "aime25" in proc.stdout
 
 

@@ -330,8 +330,9 @@ def format_report(result: dict[str, Any]) -> str:
         rows.append({"yardstick": f"baseline {name}", "reward": b["reward"],
                      "reward_selection": b["reward_selection"], "sequence": ""})
     lines.append(format_table(rows, ("yardstick", "reward", "reward_selection", "sequence")))
-    lines.append(f"reward: {result['eval_samples']} fresh samples (stream 'eval'); reward_selection: the "
-                 f"{result['rerank_samples']} re-ranking samples the winners were picked on")
+    lines.append(f"reward (Eq. 12, higher is better): the mean over {result['eval_samples']} fresh samples (stream "
+                 f"'eval'); reward_selection: over the {result['rerank_samples']} re-ranking samples the winners were "
+                 "picked on (biased upwards: the winner's curse)")
     return "\n".join(lines)
 
 

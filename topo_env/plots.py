@@ -454,7 +454,7 @@ def draw_round(adjacency: Any, roles: Sequence[str], *, active: Any = None, veri
     ax = fig.subplots()
     message = {"color": ROUND_STYLES["message"], "linestyle": "solid"}
     _draw_graph(ax, _circle_positions(n), {"message": (message, edges)}, fills, roles, names, adv)
-    ax.set_title(f"{title}  ({len(edges)} edges)" if title else f"{len(edges)} edges", fontsize=10)
+    fig.suptitle(f"{title}  ({len(edges)} edges)" if title else f"{len(edges)} edges", fontsize=10)
     fig.legend(handles=_round_handles(adv), loc="outside lower center", ncols=2, fontsize=8, frameon=False)
     return fig
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -24,7 +25,7 @@ from topo_env.sim.profiles import PROFILES
 __all__ = ["DEFAULT_ROUNDS", "build_parser", "main", "run"]  # positive_int: topo_env.cli
 
 PROG = "python -m topo_env.score_baselines"
-TABLE_COLUMNS = ("policy", "profile", "episodes", "accuracy (pts)", "reward", "tokens_per_task", "density")
+TABLE_COLUMNS = ("policy", "profile", "episodes", "accuracy (pts)", "reward", "reward SE", "tokens_per_task", "density")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,9 +69,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         keys = ("policy", "profile", "episodes", "reward", "accuracy", "tokens_per_task", "density")
         print(json.dumps({k: result[k] for k in keys}))
     else:
-        print(format_table([{**result, "accuracy (pts)": points(result["accuracy"])}], TABLE_COLUMNS))
-        print(f"(rounds={result['rounds']}, n_agents={result['n_agents']}, adversarial={args.adversarial}, "
-              f"reward_std={result['reward_std']:.4f})")
+        se = result["reward_std"] / math.sqrt(max(result["episodes"] - 1, 1))
+        print(format_table([{**result, "accuracy (pts)": points(result["accuracy"]), "reward SE": se}], TABLE_COLUMNS))
+        print(f"Scored: the {args.policy} topology on the simulated {args.profile} team (rounds={result['rounds']}, "
+              f"n_agents={result['n_agents']}, adversarial={args.adversarial}), {args.split} split, episode k with "
+              f"seed {args.seed} + k.")
+        print(f"reward = w_acc x accuracy - w_tok x min(tokens / max_tokens, 1) per episode: higher is better; "
+              f"reward SE: the standard error of the mean reward over the {result['episodes']} episodes.")
     return 0
 
 

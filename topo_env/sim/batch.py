@@ -292,10 +292,7 @@ class BatchSimulator:
             if not at_layer.any():
                 continue
             for i in range(n):
-                for has_previous in (True, False):  # an agent that never ran has no previous output
-                    rows = _rows(at_layer[:, i] & (ran[:, i] if has_previous else ~ran[:, i]), b)
-                    if rows is None:
-                        continue
+                for has_previous, rows in _split_rows(at_layer[:, i], ran[:, i], b):
                     previous = _row_inputs(prev, rows, i) if has_previous else None
                     shown = []
                     if li > 0:  # layer 0 has no predecessors outside its components
@@ -482,6 +479,22 @@ class BatchSimulator:
             target.conf[rr, i] = conf[sel]
             target.content[rr, i] = content[sel]
             target.verdict[rr, i] = verdict[sel]
+
+
+def _split_rows(mask: np.ndarray, ran: np.ndarray, batch: int):
+    """The rows of a (B,) mask split by whether the agent has run before (and so has a previous
+    output): ``(True, rows)`` and/or ``(False, rows)``, each row selector as :func:`_rows` gives it.
+    The usual cases (everyone ran, or nobody yet) cost one selection."""
+    everyone = bool(ran.all())
+    if everyone or not ran.any():
+        rows = _rows(mask, batch)
+        return [] if rows is None else [(everyone, rows)]
+    parts = []
+    for has_previous, part in ((True, ran), (False, ~ran)):
+        rows = _rows(mask & part, batch)
+        if rows is not None:
+            parts.append((has_previous, rows))
+    return parts
 
 
 def _rows(mask: np.ndarray, batch: int) -> np.ndarray | slice | None:
