@@ -374,7 +374,7 @@ def test_draw_round_draws_the_graph_and_what_the_round_runs():
     ax = fig.axes[0]
     assert set(arrows_of(ax)) == {"0->1:message", "0->2:message", "1->3:message"}
     assert node_fills(ax) == [ROUND_STYLES[k].lower() for k in ("called", "called", "verified", "called")]
-    assert ax.get_title() == "3 edges"
+    assert fig.get_suptitle() == "3 edges"
     assert set(legend_labels(fig)) == {"called", "verified", "not called", "adversary"}
     fig = draw_round(np.zeros((4, 4)), ("a", "b", "c", "d"), active=[0, 1, 1, 0], title="round 1 of 2")
     assert node_fills(fig.axes[0]) == [ROUND_STYLES[k].lower()
