@@ -380,7 +380,7 @@ def test_draw_round_draws_the_graph_and_what_the_round_runs():
     assert node_fills(fig.axes[0]) == [ROUND_STYLES[k].lower()
                                        for k in ("not called", "called", "called", "not called")]
     assert not arrows_of(fig.axes[0]) and "adversary" not in legend_labels(fig)
-    assert fig.axes[0].get_title() == "round 1 of 2  (0 edges)"
+    assert fig.get_suptitle() == "round 1 of 2  (0 edges)"
 
 
 @pytest.mark.parametrize("change, words", [
