@@ -180,10 +180,8 @@ class TeamEpisode:
         self.executor = RoundExecutor(backend, self.roles)
         self.plans = PlanCache()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.task: Task | None = None
-        self.adversaries: tuple[int, ...] = ()
-        self.ended = True
-        self.history: list[RoundResult] = []
+        self._clear(None, ())
+        self.ended = True  # nothing to play before start()
 
     # -- episode ---------------------------------------------------------------------------
     def start(self, task: Task, rng: np.random.Generator,
@@ -197,13 +195,17 @@ class TeamEpisode:
         self.backend.start_episode(task, rng, self.n_agents, self.max_rounds)  # validates, then commits
         if callable(adversaries):
             adversaries = adversaries(rng)
+        self._clear(task, tuple(sorted(adversaries)))
+
+    def _clear(self, task: Task | None, adversaries: tuple[int, ...]) -> None:
+        """The state of an episode on ``task`` before its first round."""
         n = self.n_agents
         self.task = task
-        self.adversaries = tuple(sorted(adversaries))
-        self.executor.adversarial = frozenset(self.adversaries)
+        self.adversaries = adversaries
+        self.executor.adversarial = frozenset(adversaries)
         self.round = 0
         self.ended = False
-        self.history = []
+        self.history: list[RoundResult] = []
         self.last_outputs: list[Message | None] = [None] * n
         self.ran = [False] * n
         self.agent_tokens = [0] * n

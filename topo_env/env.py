@@ -21,7 +21,7 @@ and ``env.agents == []``.
 from __future__ import annotations
 
 import numbers
-from typing import NamedTuple
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
@@ -35,10 +35,10 @@ from topo_env.backends import make_backend
 from topo_env.config import EnvConfig
 from topo_env.encoders import make_encoder
 from topo_env.engine import RewardConfig, RoundSpec, TeamEpisode, episode_transcript
-from topo_env.frontend import begin_episode, render_picture
 from topo_env.executor import RoundResult
-from topo_env.observation import ObservationBuilder, answer_codes
+from topo_env.frontend import begin_episode, render_picture
 from topo_env.graph import adjacency_of
+from topo_env.observation import ObservationBuilder, answer_codes
 from topo_env.targets import choose_targets_one
 from topo_env.tasks import Task
 
@@ -57,38 +57,13 @@ def comm_round_spec(actions: list[int], targets: list[int]) -> RoundSpec:
     return RoundSpec(adjacency_of(actions, targets).view(bool), np.ones(n, dtype=bool), verify)
 
 
-class CommRound(NamedTuple):
-    """One round of the PettingZoo env: the joint action, the targets it resolved to, and the
-    engine's :class:`~topo_env.executor.RoundResult` (``adjacency``, ``plan``, ``finals``,
-    ``calls``, ``round``, ``spec`` are read through)."""
+@dataclass
+class CommRound(RoundResult):
+    """One round of the PettingZoo env: the engine's :class:`~topo_env.executor.RoundResult` with
+    the joint action that made it and the targets its selective_query / debate_check resolved to."""
 
-    result: RoundResult
     actions: tuple[int, ...]
     targets: tuple[int, ...]
-
-    @property
-    def round(self) -> int:
-        return self.result.round
-
-    @property
-    def adjacency(self) -> np.ndarray:
-        return self.result.adjacency
-
-    @property
-    def plan(self):
-        return self.result.plan
-
-    @property
-    def finals(self):
-        return self.result.finals
-
-    @property
-    def calls(self):
-        return self.result.calls
-
-    @property
-    def spec(self):
-        return self.result.spec
 
 
 def parallel_env(**config: Any) -> "TopologyParallelEnv":
@@ -195,7 +170,7 @@ class TopologyParallelEnv(ParallelEnv):
         if spec is None:  # specs are immutable: one per (joint action, targets), built once
             spec = self._specs[key] = comm_round_spec(acts, targets)
         result = episode.run_round(spec)
-        self.history.append(CommRound(result, key[0], key[1]))
+        self.history.append(CommRound(**vars(result), actions=key[0], targets=key[1]))
         round_tokens = result.tokens_per_agent(n)
         estimated = any(c.reply.tokens_estimated for c in result.calls)
         self._prev_actions = tuple(acts)
@@ -225,15 +200,15 @@ class TopologyParallelEnv(ParallelEnv):
     @property
     def round(self) -> int:
         """Rounds played so far in this episode."""
-        return self.episode.round if self._rng is not None else 0
+        return self.episode.round
 
     @property
     def accuracy(self) -> float:
-        return self.episode.accuracy if self._rng is not None else 0.0
+        return self.episode.accuracy
 
     @property
     def decision(self):
-        return self.episode.decision if self._rng is not None else None
+        return self.episode.decision
 
     # -- views ---------------------------------------------------------------------------
     def state(self) -> np.ndarray:
