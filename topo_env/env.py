@@ -37,7 +37,7 @@ from topo_env.encoders import make_encoder
 from topo_env.engine import RewardConfig, RoundSpec, TeamEpisode, episode_transcript
 from topo_env.executor import RoundResult
 from topo_env.frontend import begin_episode, render_picture
-from topo_env.graph import adjacency_of
+from topo_env.graph import adjacency_of, degrees
 from topo_env.observation import ObservationBuilder, answer_codes
 from topo_env.targets import choose_targets_one
 from topo_env.tasks import Task
@@ -270,9 +270,7 @@ class TopologyParallelEnv(ParallelEnv):
     def _set_adjacency(self, adjacency: np.ndarray) -> None:
         """The graph of the last round (zeros before round 1) and its degrees."""
         self.adjacency = adjacency
-        rows = adjacency.tolist()  # plain Python: numpy reductions cost more on a 3x3 graph
-        self._out_degree = [sum(r) for r in rows]
-        self._in_degree = [sum(c) for c in zip(*rows)]
+        self._in_degree, self._out_degree = degrees(adjacency)
         self._edges = sum(self._out_degree)
 
     def _observe(self) -> np.ndarray:

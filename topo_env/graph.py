@@ -138,6 +138,13 @@ def execution_plan(adjacency: np.ndarray) -> ExecutionPlan:
     return plan
 
 
+def degrees(adjacency: np.ndarray) -> tuple[list[int], list[int]]:
+    """(in-degree, out-degree) of every agent of one (N, N) graph, as Python ints (plain Python:
+    numpy reductions cost more on a small graph, and the envs call this every step)."""
+    rows = adjacency.tolist()
+    return [sum(c) for c in zip(*rows)], [sum(r) for r in rows]
+
+
 def density(adjacency: np.ndarray) -> float:
     """Edges divided by the N(N-1) possible directed edges."""
     n = adjacency.shape[-1]

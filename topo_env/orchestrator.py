@@ -52,6 +52,7 @@ from topo_env.config import ConfigError, EnvConfig
 from topo_env.encoders import make_encoder
 from topo_env.engine import RewardConfig, RoundSpec, TeamEpisode, episode_transcript
 from topo_env.frontend import begin_episode, render_picture
+from topo_env.graph import degrees
 from topo_env.observation import ObservationBuilder
 
 MODES: tuple[str, ...] = ("graph", "next_agent")
@@ -100,7 +101,6 @@ class OrchestratorEnv(gymnasium.Env):
             self.action_space = spaces.Discrete(n + 1)
         self._started = False
         self._ended = True
-        self.labels: list[str] = []
 
     # -- episode -------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -110,9 +110,7 @@ class OrchestratorEnv(gymnasium.Env):
         n = self.n_agents
         self._template = template
         self._started, self._ended = True, False
-        self.labels = []
-        self._last_graph = np.zeros((n, n), dtype=np.int8)
-        self._last_active = np.zeros(n, dtype=bool)
+        self._set_last_round(np.zeros((n, n), dtype=np.int8), np.zeros(n, dtype=bool))
         zeros = [0] * n
         return self._observation(), self._info(zeros, zeros, halted=False)
 
@@ -122,11 +120,10 @@ class OrchestratorEnv(gymnasium.Env):
         episode = self.episode
         if self.mode == "graph":
             spec, halt = self._graph_round(action)
-            label = _graph_label(spec)
         else:
             k = self._next_agent(action)
             if k == self.n_agents:
-                spec, halt, label = None, True, "stop"
+                spec, halt = None, True
             else:
                 recall = np.zeros((self.n_agents, self.n_agents), dtype=bool)
                 recall[:, k] = episode.ran
@@ -135,18 +132,14 @@ class OrchestratorEnv(gymnasium.Env):
                 active[k] = True
                 nobody = np.zeros(self.n_agents, dtype=bool)
                 spec = RoundSpec(np.zeros((self.n_agents, self.n_agents), dtype=bool), active, nobody, recall)
-                halt, label = False, f"agent_{k} speaks"
+                halt = False
         n = self.n_agents
         calls, round_tokens = [0] * n, [0] * n
         if spec is not None:
-            before = list(episode.agent_tokens)
             result = episode.run_round(spec)
-            self.labels.append(label)
-            calls = result.calls_per_agent(n)
-            round_tokens = [a - b for a, b in zip(episode.agent_tokens, before)]
+            calls, round_tokens = result.calls_per_agent(n), result.tokens_per_agent(n)
             graph = spec.adjacency | spec.recall if spec.recall is not None else spec.adjacency
-            self._last_graph = graph.astype(np.int8)
-            self._last_active = spec.active.copy()
+            self._set_last_round(graph.view(np.int8), spec.active)
         last = halt or episode.round == self.rounds
         if last:
             episode.decide()
@@ -167,7 +160,9 @@ class OrchestratorEnv(gymnasium.Env):
 
     def transcript(self) -> str:
         """The episode so far, round by round (``render_mode="ansi"`` returns this)."""
-        return episode_transcript(self.episode, self.labels) if self._started else ""
+        if not self._started:
+            return ""
+        return episode_transcript(self.episode, [_round_label(r.spec, self.mode) for r in self.episode.history])
 
     def close(self) -> None:
         self.episode.close()
@@ -198,14 +193,18 @@ class OrchestratorEnv(gymnasium.Env):
                              f"{self.n_agents} (stop)")
         return int(action)
 
+    def _set_last_round(self, graph: np.ndarray, active: np.ndarray) -> None:
+        """The last round's edges (recalls included) and who was called, with their degrees."""
+        self._last_graph, self._last_active = graph, active
+        self._in_degree, self._out_degree = degrees(graph)
+
     def _observation(self) -> dict[str, Any]:
         episode = self.episode
         graph = self._last_graph
-        outs = graph.sum(axis=1).tolist()
-        ins = graph.sum(axis=0).tolist()
         prev = episode.last_outputs
         obs = self.obs_builder.build(
-            self._template, episode.round, None, episode.agent_tokens, episode.team_tokens, ins, outs,
+            self._template, episode.round, None, episode.agent_tokens, episode.team_tokens, self._in_degree,
+            self._out_degree,
             [m.answer if m else None for m in prev], [m.confidence if m else None for m in prev],
             [int(m.verdict) if m else 0 for m in prev],
         )
@@ -213,9 +212,8 @@ class OrchestratorEnv(gymnasium.Env):
         return {"task": task, "agents": agents, "adjacency": graph.copy(), "round": int(episode.round)}
 
     def _info(self, calls, round_tokens, halted: bool) -> dict[str, Any]:
-        graph = self._last_graph
         n = self.n_agents
-        edges = int(graph.sum())
+        edges = sum(self._out_degree)
         return {
             "calls": np.asarray(calls, dtype=np.int64),
             "round_tokens": np.asarray(round_tokens, dtype=np.int64),
@@ -223,8 +221,8 @@ class OrchestratorEnv(gymnasium.Env):
             "edges": edges,
             "density": edges / (n * (n - 1)),
             "accuracy": float(self.episode.accuracy),
-            "in_degree": graph.sum(axis=0).astype(np.int64),
-            "out_degree": graph.sum(axis=1).astype(np.int64),
+            "in_degree": np.asarray(self._in_degree, dtype=np.int64),
+            "out_degree": np.asarray(self._out_degree, dtype=np.int64),
             "tokens_estimated": int(self.episode.tokens_estimated),
             "halted": int(halted),
         }
@@ -237,12 +235,17 @@ def _binary(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
         raise ValueError(f"action[{name!r}] has shape {arr.shape}, expected {shape}")
     if arr.dtype != bool and not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"action[{name!r}] has dtype {arr.dtype}: use 0/1 integers")
-    if arr.dtype != bool and ((arr != 0) & (arr != 1)).any():
-        raise ValueError(f"action[{name!r}] holds {int(arr[(arr != 0) & (arr != 1)][0])}: entries must be 0 or 1")
+    if arr.dtype != bool:
+        off = arr & ~1  # nonzero exactly where an entry is neither 0 nor 1
+        if off.any():
+            raise ValueError(f"action[{name!r}] holds {int(arr[off != 0][0])}: entries must be 0 or 1")
     return arr.astype(bool)
 
 
-def _graph_label(spec: RoundSpec) -> str:
+def _round_label(spec: RoundSpec, mode: str) -> str:
+    """How the transcript names a round: its graph, or who spoke (next-agent mode)."""
+    if mode == "next_agent":
+        return f"agent_{int(np.flatnonzero(spec.active)[0])} speaks"
     edges = " ".join(f"{u}->{v}" for u, v in spec.edges()) or "no edges"
     active = np.flatnonzero(spec.active).tolist()
     verify = np.flatnonzero(spec.verify).tolist()
