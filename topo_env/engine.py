@@ -229,10 +229,9 @@ class TeamEpisode:
             self.executor.run_round(self.task, self.round, spec, plan, self.last_outputs)
         )
         self.history.append(result)
-        for c in result.calls:
-            self.agent_tokens[c.agent] += c.reply.total_tokens
-            self.team_tokens += c.reply.total_tokens
-            self.tokens_estimated = self.tokens_estimated or c.reply.tokens_estimated
+        self.agent_tokens = [a + b for a, b in zip(self.agent_tokens, result.agent_tokens)]
+        self.team_tokens += sum(result.agent_tokens)
+        self.tokens_estimated = self.tokens_estimated or result.tokens_estimated
         self.last_outputs = list(result.finals)
         if spec.everyone:
             self.ran = [True] * self.n_agents

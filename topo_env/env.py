@@ -172,7 +172,7 @@ class TopologyParallelEnv(ParallelEnv):
         result = episode.run_round(spec)
         self.history.append(CommRound(**vars(result), actions=key[0], targets=key[1]))
         round_tokens = result.tokens_per_agent(n)
-        estimated = any(c.reply.tokens_estimated for c in result.calls)
+        estimated = result.tokens_estimated
         self._prev_actions = tuple(acts)
         self._set_adjacency(result.adjacency)
         last = episode.round == self.rounds

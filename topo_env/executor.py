@@ -60,18 +60,15 @@ class RoundResult:
     plan: ExecutionPlan
     finals: tuple[Message | None, ...]
     calls: list[CallRecord]
+    agent_tokens: list[int]  # per agent, the tokens of its calls this round
+    agent_calls: list[int]  # per agent, its calls this round (0, 1 or 2)
+    tokens_estimated: bool  # some call's tokens were estimated (no usage from the server)
 
     def tokens_per_agent(self, n_agents: int) -> list[int]:
-        out = [0] * n_agents
-        for c in self.calls:
-            out[c.agent] += c.reply.total_tokens
-        return out
+        return list(self.agent_tokens)
 
     def calls_per_agent(self, n_agents: int) -> list[int]:
-        out = [0] * n_agents
-        for c in self.calls:
-            out[c.agent] += 1
-        return out
+        return list(self.agent_calls)
 
 
 async def gather_calls(backend: TeamBackend, coros: Sequence[Awaitable]) -> list:
@@ -149,17 +146,20 @@ class RoundExecutor:
         adjacency = spec.adjacency.view(np.int8)
         sched = self.schedule(spec, plan)
         verifying = spec.verified
-        recalled = [()] * n
+        recalled = None
         if spec.recall is not None:
             recalled = [tuple(previous[u] for u in np.flatnonzero(spec.recall[:, v]).tolist() if previous[u] is not None)
                         for v in range(n)]
         finals: list[Message | None] = [None] * n
         drafts: list[Message | None] = [None] * n
-        result = RoundResult(round_index, spec, adjacency, plan, (), [])
+        result = RoundResult(round_index, spec, adjacency, plan, (), [], [0] * n, [0] * n, False)
         for layer_index, (first, second) in enumerate(sched.layers):
             calls = [
                 self._call(task, round_index, agent, phase, tuple([finals[u] for u in senders]) + recalled[agent],
                            previous[agent])
+                for agent, phase, senders in first
+            ] if recalled else [
+                self._call(task, round_index, agent, phase, tuple([finals[u] for u in senders]), previous[agent])
                 for agent, phase, senders in first
             ]
             outputs = await self._run_calls(calls, layer_index, result, verifying, phase_index=0)
@@ -168,8 +168,8 @@ class RoundExecutor:
             if second:
                 calls = [
                     self._call(task, round_index, agent, "revise",
-                               tuple([drafts[u] if inside else finals[u] for u, inside in senders]) + recalled[agent],
-                               drafts[agent])
+                               tuple([drafts[u] if inside else finals[u] for u, inside in senders])
+                               + (recalled[agent] if recalled else ()), drafts[agent])
                     for agent, senders in second
                 ]
                 outputs = await self._run_calls(calls, layer_index, result, verifying, phase_index=1)
@@ -194,7 +194,12 @@ class RoundExecutor:
             verdicts = await gather_calls(self.backend, [self.backend.verify(c, r, phase_index) for c, r in checked])
             verdict_of = {c.agent: v for (c, _), v in zip(checked, verdicts)}
         messages = []
+        tokens, counts = result.agent_tokens, result.agent_calls
         for call, reply in zip(calls, replies):
+            tokens[call.agent] += reply.prompt_tokens + reply.completion_tokens
+            counts[call.agent] += 1
+            if reply.tokens_estimated:
+                result.tokens_estimated = True
             verdict, verdict_text = verdict_of.get(call.agent, _NO_VERDICT)
             result.calls.append(CallRecord(call.agent, call.phase, layer_index,
                                            tuple([(m.sender, m.phase) for m in call.messages]),
