@@ -77,6 +77,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--no-pictures", action="store_true", help="write no PNG pictures at the end")
+    p.add_argument("--trace-out", metavar="PATH",
+                   help="append every training episode to this JSONL trace file (schema: topo_env/traces.py)")
     return p.parse_args(argv)
 
 
@@ -187,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     learner = QMIXLearner(obs_dim, state_dim, n, N_ACTIONS, cfg.learner, device)
     buffer = EpisodeReplayBuffer(cfg.learner.buffer_size, rounds, n, obs_dim, state_dim, N_ACTIONS)
     runner = EpisodeRunner(train_env, learner.agent, device)
+    if args.trace_out:
+        train_env.record(args.trace_out)
     # validation episodes run on their own env instance, so training episodes are untouched
     validation_env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="train")) if cfg.train.validate_every else None
     validation = {"history": [], "best": None}
@@ -325,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
                ("checkpoint (continue or evaluate it: --resume / python robustness.py --checkpoint)",
                 out_dir / "checkpoint.pt"),
                ("TensorBoard logs (tensorboard --logdir)", out_dir)] + [("picture", p) for p in pictures]
+    if args.trace_out:
+        written.append(("training episodes' traces (JSONL, topo_env/traces.py)", args.trace_out))
     print("\n" + closing_note(f"{source} on {setting_name(cfg)} (N={n}, T={rounds}, {cfg.train.episodes} training "
                               f"episodes, seed {seed})", notes, written))
     return 0

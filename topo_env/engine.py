@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ from topo_env.backend import Decision, Message, TeamBackend, Verdict
 from topo_env.executor import RoundExecutor, RoundResult
 from topo_env.graph import PlanCache
 from topo_env.tasks import Task
+from topo_env.traces import append_trace, episode_record
 
 REWARD_MODES: tuple[str, ...] = ("sparse", "shaped")
 
@@ -180,6 +182,7 @@ class TeamEpisode:
         self.executor = RoundExecutor(backend, self.roles)
         self.plans = PlanCache()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.trace_path: Path | None = None
         self._clear(None, ())
         self.ended = True  # nothing to play before start()
 
@@ -212,6 +215,7 @@ class TeamEpisode:
         self.team_tokens = 0
         self.tokens_estimated = False
         self.decision: Decision | None = None
+        self.decision_shown: tuple[Message, ...] = ()
         self.accuracy = 0.0
         self._penalty_paid = 0.0
 
@@ -246,12 +250,19 @@ class TeamEpisode:
             raise RuntimeError("the episode is over (or not started): call start() first")
         shown = tuple(m for m, ran in zip(self.last_outputs, self.ran) if ran and m is not None)
         decision = self.run_coroutine(self.backend.decide(self.task, shown))
-        self.decision = decision
+        self.decision, self.decision_shown = decision, shown
         self.team_tokens += decision.reply.total_tokens
         self.tokens_estimated = self.tokens_estimated or decision.reply.tokens_estimated
         self.accuracy = decision.accuracy
         self.ended = True
+        if self.trace_path is not None:
+            append_trace(self.trace_path, episode_record(self))
         return decision
+
+    def record(self, path: str | Path | None) -> None:
+        """Append every episode that ends from now on to the JSONL trace file ``path``
+        (:mod:`topo_env.traces`); None stops recording."""
+        self.trace_path = None if path is None else Path(path)
 
     def step_reward(self) -> float:
         """The reward of the step just taken (a round, and the decision when it ended the episode)."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gymnasium
@@ -233,6 +234,12 @@ class TopologyParallelEnv(ParallelEnv):
             return ""
         labels = [", ".join(f"agent_{i}={ACTION_NAMES[a]}" for i, a in enumerate(r.actions)) for r in self.history]
         return episode_transcript(self.episode, labels)
+
+    def record(self, path: str | Path | None) -> None:
+        """Append every episode that ends from now on, as one JSON line, to ``path`` (the schema of
+        :mod:`topo_env.traces`: per call what it was shown and answered, tokens, the task's
+        metadata); None stops recording."""
+        self.episode.record(path)
 
     def close(self) -> None:
         self.episode.close()

@@ -38,7 +38,7 @@ _NO_VERDICT = (Verdict.NONE, "")
 
 
 class CallRecord(NamedTuple):
-    """One agent call as it happened: who, when, and which messages it was shown."""
+    """One agent call as it happened: who, when, what it was shown, what it answered."""
 
     agent: int
     phase: Phase
@@ -46,6 +46,9 @@ class CallRecord(NamedTuple):
     received: tuple[tuple[int, Phase], ...]  # (sender, sender's phase) in the order shown
     had_previous: bool
     reply: AgentReply
+    shown: tuple[Message, ...] = ()  # the messages themselves, in the order shown
+    own_previous: Message | None = None  # its own previous output (or own draft, when revising)
+    verdict: Verdict = Verdict.NONE  # the verifier's verdict on this call's output
 
 
 @dataclass
@@ -203,7 +206,8 @@ class RoundExecutor:
             verdict, verdict_text = verdict_of.get(call.agent, _NO_VERDICT)
             result.calls.append(CallRecord(call.agent, call.phase, layer_index,
                                            tuple([(m.sender, m.phase) for m in call.messages]),
-                                           call.own_previous is not None, reply))
+                                           call.own_previous is not None, reply, call.messages, call.own_previous,
+                                           verdict))
             messages.append(Message(sender=call.agent, role=call.role, round=call.round, phase=call.phase,
                                     text=reply.text, answer=reply.answer, confidence=reply.confidence,
                                     content_tokens=reply.content_tokens, verdict=verdict, verdict_text=verdict_text))

@@ -40,6 +40,7 @@ same seed gives the same task and noise in both front-ends.
 from __future__ import annotations
 
 import numbers
+from pathlib import Path
 from typing import Any
 
 import gymnasium
@@ -163,6 +164,12 @@ class OrchestratorEnv(gymnasium.Env):
         if not self._started:
             return ""
         return episode_transcript(self.episode, [_round_label(r.spec, self.mode) for r in self.episode.history])
+
+    def record(self, path: str | Path | None) -> None:
+        """Append every episode that ends from now on, as one JSON line, to ``path`` (the schema of
+        :mod:`topo_env.traces`: per call what it was shown and answered, tokens, the task's
+        metadata); None stops recording."""
+        self.episode.record(path)
 
     def close(self) -> None:
         self.episode.close()
