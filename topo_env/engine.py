@@ -29,7 +29,6 @@ import numpy as np
 
 from topo_env.backend import Decision, Message, TeamBackend, Verdict
 from topo_env.executor import RoundExecutor, RoundResult
-from topo_env.graph import PlanCache
 from topo_env.tasks import Task
 from topo_env.traces import append_trace, episode_record
 
@@ -180,7 +179,6 @@ class TeamEpisode:
         self.max_rounds = int(max_rounds)
         self.reward = reward or RewardConfig()
         self.executor = RoundExecutor(backend, self.roles)
-        self.plans = PlanCache()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.trace_path: Path | None = None
         self._clear(None, ())
@@ -226,12 +224,9 @@ class TeamEpisode:
             raise RuntimeError("the episode is over (or not started): call start() first")
         if self.round >= self.max_rounds:
             raise RuntimeError(f"all {self.max_rounds} rounds have run: call decide()")
-        if spec.n_agents != self.n_agents:
+        if spec.adjacency.shape[0] != self.n_agents:
             raise ValueError(f"RoundSpec is for {spec.n_agents} agents, the team has {self.n_agents}")
-        plan = self.plans(spec.adjacency.view(np.int8))
-        result = self.run_coroutine(
-            self.executor.run_round(self.task, self.round, spec, plan, self.last_outputs)
-        )
+        result = self.run_coroutine(self.executor.run_round(self.task, self.round, spec, self.last_outputs))
         self.history.append(result)
         self.agent_tokens = [a + b for a, b in zip(self.agent_tokens, result.agent_tokens)]
         self.team_tokens += sum(result.agent_tokens)

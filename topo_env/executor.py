@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from topo_env.backend import AgentCall, AgentReply, Message, Phase, TeamBackend, Verdict
-from topo_env.graph import ExecutionPlan
+from topo_env.graph import ExecutionPlan, execution_plan
 from topo_env.tasks import Task
 
 _NO_VERDICT = (Verdict.NONE, "")
@@ -124,12 +124,13 @@ class RoundExecutor:
         self.adversarial = frozenset(adversarial)
         self._schedules: dict[bytes, Schedule] = {}
 
-    def schedule(self, spec: Any, plan: ExecutionPlan) -> "Schedule":
-        """Who calls in which phase and sees whose output, for one RoundSpec's graph and active set
-        (memoised)."""
+    def schedule(self, spec: Any) -> tuple[ExecutionPlan, "Schedule"]:
+        """The execution plan of a RoundSpec's graph, and who calls in which phase and sees whose
+        output for its active set (memoised per graph and active set)."""
         sched = self._schedules.get(spec.key)
         if sched is None:
-            sched = Schedule.build(spec.adjacency.view(np.int8), plan, None if spec.everyone else spec.active)
+            plan = execution_plan(spec.adjacency)
+            sched = plan, Schedule.build(spec.adjacency.view(np.int8), plan, None if spec.everyone else spec.active)
             if len(self._schedules) >= 65536:
                 self._schedules.clear()
             self._schedules[spec.key] = sched
@@ -140,14 +141,13 @@ class RoundExecutor:
         task: Task,
         round_index: int,
         spec: Any,
-        plan: ExecutionPlan,
         previous: Sequence[Message | None],
     ) -> RoundResult:
-        """Run the round ``spec`` (a :class:`~topo_env.engine.RoundSpec`) over its ``plan``;
+        """Run the round ``spec`` (a :class:`~topo_env.engine.RoundSpec`) in its SCC layers;
         ``previous[i]`` is agent i's latest output before this round (None if it never ran)."""
         n = len(self.roles)
         adjacency = spec.adjacency.view(np.int8)
-        sched = self.schedule(spec, plan)
+        plan, sched = self.schedule(spec)
         verifying = spec.verified
         recalled = None
         if spec.recall is not None:
