@@ -170,3 +170,36 @@ def test_oracle_cli_bad_arguments(args, named):
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert named in proc.stderr.splitlines()[-1]
+
+
+def test_group_sums_follow_round_one_outcomes():
+    """Groups that depend on what the first round did (here: did the agents all agree) sum exactly
+    what BatchSimulator.run gives per sequence, with a per-episode adversary mask."""
+    sim = BatchSimulator(get_profile("mmlu_pro"), 3, 2, adversary_position="random", n_adversaries=1)
+    tasks, noise, adversaries = oracle.draw_episodes(sim, 10, seed=5, split="train")
+
+    def agreed(state):
+        labels = state.previous.label
+        return (labels == labels[:, :1]).all(axis=1).astype(np.int64)
+
+    sums, counts = oracle.sequence_group_sums(sim, tasks, noise, agreed, 2, adversaries=adversaries, progress=False,
+                                              chunk_rows=700)
+    assert sums.shape == (216, 216, 2) and counts.shape == (216, 2)
+    assert (counts.sum(axis=1) == 10).all()
+    table = oracle.joint_actions()
+    for first, second in ((0, 0), (17, 101), (215, 3), (88, 215)):
+        state = sim.run_round(sim.initial_state(10, adversaries), np.broadcast_to(table[first], (10, 3)).copy(),
+                              tasks, noise)
+        group = agreed(state)
+        reward = sim.run(table[[first, second]], tasks, noise, adversaries).reward
+        np.testing.assert_allclose(sums[first, second], [reward[group == g].sum() for g in (0, 1)], atol=1e-9)
+        np.testing.assert_array_equal(counts[first], np.bincount(group, minlength=2))
+
+
+def test_draw_samples_are_the_episodes_without_adversaries():
+    sim = BatchSimulator(get_profile("mmlu_pro"), 3, 1, adversary_position="random", n_adversaries=1)
+    tasks, noise = oracle.draw_samples(sim, 30, seed=2, split="eval")
+    tasks2, noise2, adversaries = oracle.draw_episodes(sim, 30, seed=2, split="eval")
+    np.testing.assert_array_equal(tasks.latent, tasks2.latent)
+    np.testing.assert_array_equal(noise.decision, noise2.decision)
+    assert adversaries.shape == (30, 3) and (adversaries.sum(axis=1) == 1).all()

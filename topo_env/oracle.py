@@ -25,7 +25,9 @@ vectorised call per chunk. The results are exact: the simulator sees a joint act
 through its graph and its ``execute_verify`` agents.
 
 CLI: ``python -m topo_env.oracle --profile mmlu_pro --rounds 2 [--samples M] [--seed S]
-[--adversarial i] [--json]``.
+[--adversarial i] [--json]``. With ``--headroom [--adversary random] [--episodes E]`` it measures
+instead what a privileged adaptive controller gains over the best fixed sequence
+(:mod:`topo_env.headroom`, built on :func:`sequence_group_sums`).
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ import itertools
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -55,6 +57,9 @@ MAX_ROUNDS = 2
 DEFAULT_SAMPLES = 1000
 DEFAULT_SHORTLIST = 64
 DEFAULT_LARGE_SAMPLES = 20000
+DEFAULT_HEADROOM_SAMPLES = 4000
+"""``--headroom``'s default M: the adaptive reference splits the episodes by context and round-1 outcome."""
+DEFAULT_CONTEXT_SHORTLIST = 8
 DEFAULT_CHUNK_ROWS = 60_000
 """Episodes simulated per vectorised call (bounds memory: about 2 KB of noise per episode)."""
 
@@ -97,11 +102,21 @@ def actions_from_names(names: Sequence[Sequence[str]]) -> np.ndarray:
     return np.array([[ACTION_NAMES.index(a) for a in row] for row in names], dtype=np.int64)
 
 
+def draw_episodes(sim: BatchSimulator, samples: int, seed: int,
+                  split: str) -> tuple[TaskArrays, EpisodeNoise, np.ndarray]:
+    """The M tasks, noise and (M, N) adversary masks (:meth:`BatchSimulator.sample_adversaries`) the
+    oracle uses for ``split`` ("train": selection, "rerank": re-ranking, "eval": held-out), drawn in
+    that order from :func:`topo_env.seeding.oracle_rng`: the sample sets are independent, and the same
+    (seed, split) always gives the same samples."""
+    rng = oracle_rng(seed, split)
+    tasks, noise = sim.sample(rng, int(samples))
+    return tasks, noise, sim.sample_adversaries(rng, int(samples))
+
+
 def draw_samples(sim: BatchSimulator, samples: int, seed: int, split: str) -> tuple[TaskArrays, EpisodeNoise]:
-    """The M tasks and noise the oracle uses for ``split`` ("train": selection, "eval":
-    re-evaluation), drawn from the stream ``default_rng([seed, SPLITS[split]])``: the two
-    sample sets are independent, and the same (seed, split) always gives the same samples."""
-    return sim.sample(oracle_rng(seed, split), int(samples))
+    """The tasks and noise of :func:`draw_episodes` (without the adversary masks)."""
+    tasks, noise, _ = draw_episodes(sim, samples, seed, split)
+    return tasks, noise
 
 
 def spec_keys(sim: BatchSimulator, spec: BatchRoundSpec) -> np.ndarray:
@@ -148,34 +163,60 @@ def score_sequences(sim: BatchSimulator, tasks: TaskArrays, noise: EpisodeNoise,
         :func:`sequence_actions`) over the sample episodes of bucket b. The mean reward of s
         is ``sums[s].sum() / M``.
     """
+    sums, _ = sequence_group_sums(sim, tasks, noise, lambda state: tasks.bucket, len(DIFFICULTY_BUCKETS),
+                                  progress=progress, chunk_rows=chunk_rows)
+    return sums.reshape(-1, len(DIFFICULTY_BUCKETS))
+
+
+def sequence_group_sums(sim: BatchSimulator, tasks: TaskArrays, noise: EpisodeNoise,
+                        group_of: Callable[[BatchState], np.ndarray], n_groups: int,
+                        adversaries: np.ndarray | None = None, progress: bool = True,
+                        chunk_rows: int = DEFAULT_CHUNK_ROWS) -> tuple[np.ndarray, np.ndarray]:
+    """Summed reward of every open-loop sequence on every group of episodes, where an episode's group
+    may depend on what its first round did.
+
+    ``group_of(state)`` gets the :class:`~topo_env.sim.batch.BatchState` of the M episodes after a
+    first round and returns their (M,) group ids in ``[0, n_groups)``; ``adversaries`` is the (M, N)
+    mask of :meth:`BatchSimulator.initial_state` (None: the fixed placement).
+
+    Returns:
+        ``sums`` (6^N, 6^N or 1, G) float64: ``sums[j, k, g]`` is the total reward of the sequence with
+        first-round joint action j and second-round joint action k (index as in :func:`joint_actions`)
+        over the episodes that fall in group g after first round j; ``counts`` (6^N, G) int64: how
+        many episodes fall in group g after first round j.
+    """
     n, rounds = sim.n, sim.rounds
     if rounds > MAX_ROUNDS:
         raise ValueError(f"rounds={rounds}: the oracle searches at most {MAX_ROUNDS} rounds")
     table = joint_actions(n)
     n_joint = len(table)
     m = len(tasks.difficulty)
-    onehot = (tasks.bucket[:, None] == np.arange(len(DIFFICULTY_BUCKETS))[None, :]).astype(np.float64)  # (M, 3)
     ring = np.broadcast_to(choose_targets(sim.target_rule, None, None, n)[0], (n_joint, n))
     first_keys = round_keys(sim, table, ring)
     _, first_reps, first_inverse = np.unique(first_keys, return_index=True, return_inverse=True)
-    rep_sums = np.zeros((len(first_reps), n_joint ** (rounds - 1), len(DIFFICULTY_BUCKETS)))
+    rep_sums = np.zeros((len(first_reps), n_joint ** (rounds - 1), n_groups))
+    rep_counts = np.zeros((len(first_reps), n_groups), dtype=np.int64)
     bar = tqdm(total=len(first_reps), desc=f"oracle {sim.profile.name} T={rounds}", disable=not progress,
                file=sys.stderr, unit="first-round graph")
     with bar:
         for r, first in enumerate(first_reps):
-            state = sim.run_round(sim.initial_state(m), np.broadcast_to(table[first], (m, n)).copy(), tasks, noise)
+            state = sim.run_round(sim.initial_state(m, adversaries), np.broadcast_to(table[first], (m, n)).copy(),
+                                  tasks, noise)
+            groups = np.asarray(group_of(state), dtype=np.int64)
+            onehot = (groups[:, None] == np.arange(n_groups)[None, :]).astype(np.float64)  # (M, G)
+            rep_counts[r] = np.bincount(groups, minlength=n_groups)
             if rounds == 1:
                 rep_sums[r, 0] = onehot.T @ sim.finish(state, tasks, noise).reward
             else:
                 rep_sums[r] = _second_round_sums(sim, state, tasks, noise, table, onehot, chunk_rows).T
             bar.update(1)
-    sums = rep_sums[first_inverse.reshape(-1)]  # (6^N, 6^N or 1, 3), first-round joint action major
-    return sums.reshape(-1, len(DIFFICULTY_BUCKETS))
+    inverse = first_inverse.reshape(-1)
+    return rep_sums[inverse], rep_counts[inverse]
 
 
 def _second_round_sums(sim: BatchSimulator, state: BatchState, tasks: TaskArrays, noise: EpisodeNoise,
                        table: np.ndarray, onehot: np.ndarray, chunk_rows: int) -> np.ndarray:
-    """(3, 6^N) bucket reward sums of every second-round joint action after ``state``."""
+    """(G, 6^N) group reward sums of every second-round joint action after ``state``."""
     n, n_joint = sim.n, len(table)
     m = state.tokens.shape[0]
     targets = choose_targets(sim.target_rule, state.previous.label, state.previous.conf, n)  # (M, N)
@@ -197,7 +238,20 @@ def _second_round_sums(sim: BatchSimulator, state: BatchState, tasks: TaskArrays
     return out
 
 
-def _check_setting(n_agents: int, rounds: int) -> None:
+def sequence_rewards(sim: BatchSimulator, indices: Sequence[int], tasks: TaskArrays, noise: EpisodeNoise,
+                     adversaries: np.ndarray | None = None) -> np.ndarray:
+    """(len(indices), M) per-episode reward of each open-loop sequence ``indices[i]`` on these episodes."""
+    return np.stack([sim.run(sequence_actions(k, sim.rounds, sim.n), tasks, noise, adversaries).reward
+                     for k in indices]) if len(indices) else np.zeros((0, len(tasks.difficulty)))
+
+
+def baseline_indices(sim: BatchSimulator) -> np.ndarray:
+    """The sequence indices of the fixed baselines (:data:`topo_env.baselines.FIXED_BASELINES`)."""
+    return np.array([sequence_index(open_loop_actions(name, sim.n, sim.rounds, sim.roles)) for name in FIXED_BASELINES])
+
+
+def check_setting(n_agents: int, rounds: int) -> None:
+    """ValueError naming ``n_agents`` or ``rounds`` unless the exhaustive search supports them."""
     if n_agents != ORACLE_AGENTS:
         raise ValueError(f"n_agents={n_agents!r}: the exhaustive oracle supports only N={ORACLE_AGENTS} "
                          f"(6^(N*T) sequences)")
@@ -226,7 +280,7 @@ def search(profile_name: str, rounds: int = 2, samples: int = DEFAULT_SAMPLES, s
 
     Raises ValueError for N != 3, rounds outside 1..2, samples < 1 or a bad profile/setting.
     """
-    _check_setting(n_agents, rounds)
+    check_setting(n_agents, rounds)
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise ValueError(f"samples={samples!r}: must be an integer >= 1")
     if isinstance(shortlist, bool) or not isinstance(shortlist, (int, np.integer)) or shortlist < 1:
@@ -243,20 +297,17 @@ def search(profile_name: str, rounds: int = 2, samples: int = DEFAULT_SAMPLES, s
     short_fixed = np.argsort(-totals, kind="stable")[:shortlist]
     short_bucket = [np.argsort(-sums[:, b], kind="stable")[:shortlist] for b in range(len(DIFFICULTY_BUCKETS))]
     # the fixed baselines always compete, so the oracle is never beaten by one on re-ranking
-    baseline_indices = np.array([sequence_index(open_loop_actions(name, n_agents, rounds, sim.roles))
-                                 for name in FIXED_BASELINES])
-    short_fixed = np.unique(np.concatenate([short_fixed, baseline_indices]))
-    short_bucket = [np.unique(np.concatenate([s, baseline_indices])) for s in short_bucket]
-    candidates = np.unique(np.concatenate([short_fixed, *short_bucket]))
+    baselines_k = baseline_indices(sim)
+    short_fixed = np.unique(np.concatenate([short_fixed, baselines_k]))
+    short_bucket = [np.unique(np.concatenate([s, baselines_k])) for s in short_bucket]
+    candidates = np.unique(np.concatenate([short_fixed, *short_bucket])).tolist()
     m_rerank = 4 * m if rerank_samples is None else int(rerank_samples)
     m_eval = 4 * m if eval_samples is None else int(eval_samples)
     rr_tasks, rr_noise = draw_samples(sim, m_rerank, seed, "rerank")
     rr_bucket = rr_tasks.bucket
     rr_counts = np.bincount(rr_bucket, minlength=len(DIFFICULTY_BUCKETS))
-    rr_sums = {}
-    for k in candidates.tolist():
-        reward = sim.run(sequence_actions(k, rounds, n_agents), rr_tasks, rr_noise).reward
-        rr_sums[k] = np.bincount(rr_bucket, weights=reward, minlength=len(DIFFICULTY_BUCKETS))
+    rr_sums = {k: np.bincount(rr_bucket, weights=reward, minlength=len(DIFFICULTY_BUCKETS))
+               for k, reward in zip(candidates, sequence_rewards(sim, candidates, rr_tasks, rr_noise))}
     fixed_index = max(short_fixed.tolist(), key=lambda k: rr_sums[k].sum())
     fixed_actions = sequence_actions(fixed_index, rounds, n_agents)
     bucket_indices = [max(short_bucket[b].tolist(), key=lambda k: rr_sums[k][b]) if rr_counts[b] else fixed_index
@@ -340,21 +391,33 @@ def build_parser() -> argparse.ArgumentParser:
     from topo_env.cli import positive_int
 
     parser = argparse.ArgumentParser(prog="python -m topo_env.oracle",
-                                     description="Exhaustive open-loop oracle over joint action sequences (N=3, T<=2).")
+                                     description="Exhaustive open-loop oracle over joint action sequences (N=3, T<=2); "
+                                                 "with --headroom, what a privileged adaptive controller gains over "
+                                                 "the best fixed sequence.")
     parser.add_argument("--profile", required=True, choices=sorted(PROFILES), help="simulated benchmark profile")
     parser.add_argument("--rounds", type=positive_int, default=2, help="rounds, 1 or 2 (default 2)")
-    parser.add_argument("--samples", type=positive_int, default=DEFAULT_SAMPLES,
-                        help=f"episodes M scoring every sequence (default {DEFAULT_SAMPLES})")
+    parser.add_argument("--headroom", action="store_true",
+                        help="measure the headroom: best fixed sequence against the privileged adaptive reference "
+                             "(topo_env/headroom.py), on the same held-out episodes")
+    parser.add_argument("--adversary", default="none", choices=("none", "random"),
+                        help="with --headroom: 'random' puts one adversary at a random position per episode")
+    parser.add_argument("--samples", type=positive_int, default=None,
+                        help=f"episodes M scoring every sequence (default {DEFAULT_SAMPLES}; "
+                             f"{DEFAULT_HEADROOM_SAMPLES} with --headroom)")
     parser.add_argument("--shortlist", type=positive_int, default=DEFAULT_SHORTLIST,
                         help=f"sequences re-ranked, overall and per bucket (default {DEFAULT_SHORTLIST})")
+    parser.add_argument("--context-shortlist", type=positive_int, default=DEFAULT_CONTEXT_SHORTLIST,
+                        help="with --headroom: open-loop and adaptive candidates re-ranked per hidden context "
+                             f"(default {DEFAULT_CONTEXT_SHORTLIST})")
     parser.add_argument("--rerank-samples", type=positive_int, default=DEFAULT_LARGE_SAMPLES,
                         help=f"fresh episodes the shortlist is re-ranked on (default {DEFAULT_LARGE_SAMPLES})")
-    parser.add_argument("--eval-samples", type=positive_int, default=DEFAULT_LARGE_SAMPLES,
-                        help=f"fresh episodes the winners are reported on (default {DEFAULT_LARGE_SAMPLES})")
+    parser.add_argument("--eval-samples", "--episodes", dest="eval_samples", type=positive_int,
+                        default=DEFAULT_LARGE_SAMPLES,
+                        help=f"fresh held-out episodes the winners are reported on (default {DEFAULT_LARGE_SAMPLES})")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--n-agents", type=positive_int, default=ORACLE_AGENTS, help="must be 3")
     parser.add_argument("--adversarial", type=int, nargs="+", default=[], metavar="i",
-                        help="indices of adversarial agents")
+                        help="indices of adversarial agents (fixed positions)")
     parser.add_argument("--target-rule", default="disagree", choices=TARGET_RULES,
                         help="who selective_query / debate_check point at (default disagree)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a report")
@@ -365,15 +428,29 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.adversary != "none" and not args.headroom:
+        parser.error(f"--adversary {args.adversary}: only with --headroom (the search takes --adversarial i)")
     try:
-        _check_setting(args.n_agents, args.rounds)
-        result = search(args.profile, rounds=args.rounds, samples=args.samples, seed=args.seed,
-                        adversarial_agents=tuple(args.adversarial), target_rule=args.target_rule,
-                        progress=not args.no_progress, n_agents=args.n_agents, shortlist=args.shortlist,
-                        rerank_samples=args.rerank_samples, eval_samples=args.eval_samples)
+        check_setting(args.n_agents, args.rounds)
+        if args.headroom:
+            from topo_env.headroom import format_headroom, measure_headroom  # headroom builds on this module
+
+            result = measure_headroom(args.profile, rounds=args.rounds, adversary=args.adversary,
+                                      samples=args.samples or DEFAULT_HEADROOM_SAMPLES,
+                                      rerank_samples=args.rerank_samples, episodes=args.eval_samples, seed=args.seed,
+                                      adversarial_agents=tuple(args.adversarial), shortlist=args.shortlist,
+                                      context_shortlist=args.context_shortlist, target_rule=args.target_rule,
+                                      progress=not args.no_progress, n_agents=args.n_agents)
+            report = format_headroom
+        else:
+            result = search(args.profile, rounds=args.rounds, samples=args.samples or DEFAULT_SAMPLES, seed=args.seed,
+                            adversarial_agents=tuple(args.adversarial), target_rule=args.target_rule,
+                            progress=not args.no_progress, n_agents=args.n_agents, shortlist=args.shortlist,
+                            rerank_samples=args.rerank_samples, eval_samples=args.eval_samples)
+            report = format_report
     except ValueError as err:  # ConfigError is a ValueError
         parser.error(str(err))
-    print(json.dumps(result) if args.json else format_report(result))
+    print(json.dumps(result) if args.json else report(result))
     return 0
 
 

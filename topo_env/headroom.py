@@ -1,0 +1,320 @@
+"""Headroom: how much a privileged adaptive controller gains over the best fixed sequence (N=3, T<=2).
+
+``python -m topo_env.oracle --profile P --headroom [--adversary random] [--episodes E] [--seed S] [--json]``
+compares, on the same held-out episodes (stream "eval", common random numbers: the same tasks,
+noise and adversary placements), two references:
+
+* ``best_fixed``: the best open-loop joint-action sequence, one for every task, found as
+  :func:`topo_env.oracle.search` finds it: all 6^(N*T) sequences scored on M episodes (stream
+  "train"), the best ``shortlist`` and the fixed baselines re-ranked on R fresh ones ("rerank");
+* ``adaptive``: a privileged reference that knows each episode's hidden context
+  (:func:`hidden_context`: today the difficulty bucket, the hidden latent's tercile and the
+  adversaries' positions) and, before round 2, sees round 1's outcome (:func:`agreement_class`:
+  all agree / one named agent alone / all differ). Its policy class: per context, a first-round
+  joint action and per outcome class a second-round joint action. It is searched in two stages:
+  on the "train" episodes, per context, the ``context_shortlist`` best open-loop sequences and the
+  ``context_shortlist`` best first rounds each with its best second round per outcome class (an
+  outcome class seen fewer than :data:`MIN_CLASS_EPISODES` times there plays the first round's best
+  second round for the context overall); on the "rerank" episodes each context picks the best of
+  those candidates and of ``best_fixed``'s sequence. It is therefore never below ``best_fixed`` on
+  the re-ranking episodes, and a lower bound of what adapting can earn (a learned policy may beat
+  it). ``context_only`` is the same search restricted to open-loop sequences per context (what
+  knowing the context alone earns, without seeing round 1).
+
+``headroom = adaptive - best_fixed`` on the held-out episodes, with its paired standard error.
+
+Everything goes through :class:`~topo_env.sim.batch.BatchSimulator`'s public API and the fields of
+:class:`~topo_env.sim.batch.TaskArrays`, so the measurement works unchanged when the model changes;
+a model with more hidden variables (e.g. a subject) adds a column in :func:`hidden_context`.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from topo_env.cli import format_table
+from topo_env.oracle import (
+    DEFAULT_CHUNK_ROWS, DEFAULT_CONTEXT_SHORTLIST, DEFAULT_HEADROOM_SAMPLES, DEFAULT_LARGE_SAMPLES, DEFAULT_SHORTLIST,
+    ORACLE_AGENTS, baseline_indices, check_setting, draw_episodes, joint_actions, sequence_actions,
+    sequence_group_sums, sequence_names, sequence_rewards,
+)
+from topo_env.sim.batch import BatchResult, BatchSimulator, BatchState, TaskArrays
+from topo_env.sim.model import EpisodeNoise
+from topo_env.sim.profiles import get_profile
+from topo_env.tasks import DIFFICULTY_BUCKETS
+
+CONTEXT_VARIABLES = ("difficulty_bucket", "latent_tercile", "adversaries")
+"""The hidden variables the adaptive reference knows, one column each of :func:`hidden_context`."""
+LATENT_BINS = ("low", "middle", "high")
+MIN_CLASS_EPISODES = 30
+"""A (context, first round, outcome class) seen fewer times in the "train" episodes gets no second round of its own."""
+ADVERSARY_SETTINGS = ("none", "random")
+
+
+def hidden_context(tasks: TaskArrays, adversaries: np.ndarray, latent_edges: np.ndarray) -> np.ndarray:
+    """(B, len(CONTEXT_VARIABLES)) int64: per episode the hidden variables the adaptive reference knows.
+
+    Columns: the difficulty bucket (``TaskArrays.bucket``); the bin of the hidden latent between
+    ``latent_edges`` (terciles of the selection episodes); the adversaries as a bitmask (bit i: agent i
+    is an adversary; 0: none). The one place a model with more hidden variables adds its own."""
+    latent_bin = np.searchsorted(latent_edges, tasks.latent, side="right")
+    mask = (np.asarray(adversaries, dtype=np.int64) << np.arange(adversaries.shape[1])).sum(axis=1)
+    return np.stack([tasks.bucket, latent_bin, mask], axis=1).astype(np.int64)
+
+
+def context_description(values: np.ndarray) -> dict[str, Any]:
+    """A row of :func:`hidden_context` in words."""
+    bucket, latent_bin, mask = (int(v) for v in values)
+    return {"difficulty_bucket": DIFFICULTY_BUCKETS[bucket], "latent_tercile": LATENT_BINS[latent_bin],
+            "adversaries": [i for i in range(mask.bit_length()) if mask >> i & 1]}
+
+
+def agreement_class(labels: np.ndarray) -> np.ndarray:
+    """(B,) int64 round-1 outcome class of (B, N) answer labels: 0 all agree, 1 + i agent i alone
+    disagrees with the others (who agree), N + 1 any other pattern (for N = 3: all differ)."""
+    labels = np.asarray(labels)
+    b, n = labels.shape
+    same = labels[:, :, None] == labels[:, None, :]  # (B, N, N)
+    out = np.full(b, n + 1, dtype=np.int64)
+    for i in range(n):
+        others = np.delete(np.arange(n), i)
+        alone = ~same[:, i, others].any(axis=1) & same[:, others[0]][:, others].all(axis=1)
+        out[alone] = 1 + i
+    out[same.all(axis=(1, 2))] = 0
+    return out
+
+
+def outcome_names(n_agents: int) -> list[str]:
+    """The names of :func:`agreement_class`'s classes."""
+    return ["all agree", *[f"agent {i} alone" for i in range(n_agents)], "all differ" if n_agents == 3 else "other"]
+
+
+def policy_candidates(sums: np.ndarray, counts: np.ndarray, shortlist: int,
+                      min_class_episodes: int = MIN_CLASS_EPISODES) -> np.ndarray:
+    """Stage 1 of the adaptive search: candidate policies per context from the selection sums.
+
+    Args:
+        sums: (J, J2, C, K) total reward of first-round joint action j then second-round j2 over the
+            episodes in context c whose round-1 outcome (after j) is class k (J2 = K = 1 for T = 1).
+        counts: (J, C, K) how many episodes are in (c, k) after first round j.
+        shortlist: open-loop and closed-loop candidates kept per context.
+
+    Returns:
+        (C, 2 * shortlist, 1 + K) int64 policies (T = 2; (C, shortlist, 1) for T = 1): column 0 the
+        first-round joint action, column 1 + k the second round after outcome class k. Per context the
+        ``shortlist`` best open-loop sequences (the same second round for every class), then the
+        ``shortlist`` best first rounds each with its best second round per class, where a class
+        with fewer than ``min_class_episodes`` episodes plays the best second round for the context.
+    """
+    n_first, n_second, n_context, n_class = sums.shape
+    shortlist = min(shortlist, n_first * n_second, n_first)
+    context_sums = sums.sum(axis=3)  # (J, J2, C)
+    flat = context_sums.reshape(n_first * n_second, n_context)
+    open_seq = np.argsort(-flat, axis=0, kind="stable")[:shortlist].T  # (C, L) sequence indices
+    first, second = np.divmod(open_seq, n_second)
+    open_loop = np.concatenate([first[..., None], np.repeat(second[..., None], n_class, axis=2)], axis=2)
+    if n_second == 1:
+        return open_loop[..., :1]
+    best_second = context_sums.argmax(axis=1)  # (J, C): the first round's best second round per context
+    per_class = sums.argmax(axis=1)  # (J, C, K)
+    fallback = counts < min_class_episodes
+    per_class = np.where(fallback, best_second[:, :, None], per_class)
+    value = np.take_along_axis(sums, per_class[:, None], axis=1)[:, 0].sum(axis=2)  # (J, C)
+    closed_first = np.argsort(-value, axis=0, kind="stable")[:shortlist].T  # (C, L)
+    closed = np.concatenate([closed_first[..., None],
+                             per_class[closed_first, np.arange(n_context)[:, None]]], axis=2)
+    return np.concatenate([open_loop, closed], axis=1)
+
+
+def play_policies(sim: BatchSimulator, policies: np.ndarray, tasks: TaskArrays, noise: EpisodeNoise,
+                  adversaries: np.ndarray) -> BatchResult:
+    """Episode b plays ``policies[b]`` ((B, 1 + K) as in :func:`policy_candidates`): round 1 the joint
+    action ``policies[b, 0]``, round 2 (T = 2) ``policies[b, 1 + k]`` where k is its round-1 outcome."""
+    table = joint_actions(sim.n)
+    b = len(tasks.difficulty)
+    state = sim.run_round(sim.initial_state(b, adversaries), table[policies[:, 0]], tasks, noise)
+    if sim.rounds == 2:
+        k = agreement_class(state.previous.label)
+        state = sim.run_round(state, table[policies[np.arange(b), 1 + k]], tasks, noise)
+    return sim.finish(state, tasks, noise)
+
+
+def rerank_candidates(sim: BatchSimulator, candidates: np.ndarray, context: np.ndarray, tasks: TaskArrays,
+                      noise: EpisodeNoise, adversaries: np.ndarray) -> np.ndarray:
+    """(L, R) reward of candidate slot l on each of the R episodes, where episode r plays its own context's
+    candidate ``candidates[context[r], l]`` ((C, L, 1 + K) policies; ``context`` (R,) context ids)."""
+    return np.stack([play_policies(sim, candidates[context, slot], tasks, noise, adversaries).reward
+                     for slot in range(candidates.shape[1])])
+
+
+def open_loop_policy(index: int, sim: BatchSimulator) -> np.ndarray:
+    """The (1 + K,) policy of open-loop sequence ``index`` (the same second round after every outcome)."""
+    if sim.rounds == 1:
+        return np.array([index], dtype=np.int64)
+    first, second = divmod(int(index), len(joint_actions(sim.n)))
+    return np.array([first] + [second] * len(outcome_names(sim.n)), dtype=np.int64)
+
+
+def measure_headroom(profile_name: str, rounds: int = 2, adversary: str = "none",
+                     samples: int = DEFAULT_HEADROOM_SAMPLES, rerank_samples: int = DEFAULT_LARGE_SAMPLES,
+                     episodes: int = DEFAULT_LARGE_SAMPLES, seed: int = 0, adversarial_agents: tuple[int, ...] = (),
+                     shortlist: int = DEFAULT_SHORTLIST, context_shortlist: int = DEFAULT_CONTEXT_SHORTLIST,
+                     target_rule: str = "disagree", progress: bool = True, n_agents: int = ORACLE_AGENTS,
+                     chunk_rows: int = DEFAULT_CHUNK_ROWS) -> dict[str, Any]:
+    """The headroom of the privileged adaptive reference over the best fixed sequence (module docstring).
+
+    ``adversary="random"``: one adversary per episode at a uniformly random position; otherwise
+    ``adversarial_agents`` (fixed positions, default none). Returns plain Python values:
+    ``profile``, ``best_fixed``, ``adaptive``, ``context_only``, ``headroom``, ``headroom_se``,
+    ``context_only_headroom`` (and ``_se``), ``episodes`` (held-out) and their accuracies, the
+    best fixed sequence, ``selection`` (the same figures on the re-ranking episodes), ``contexts``
+    (per context: share, rewards, the adaptive policy), the settings and ``seconds``.
+
+    Raises ValueError naming a bad setting.
+    """
+    check_setting(n_agents, rounds)
+    for name, value in (("samples", samples), ("rerank_samples", rerank_samples), ("episodes", episodes),
+                        ("shortlist", shortlist), ("context_shortlist", context_shortlist)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name}={value!r}: must be an integer >= 1")
+    if adversary not in ADVERSARY_SETTINGS:
+        raise ValueError(f"adversary={adversary!r}: must be one of {list(ADVERSARY_SETTINGS)}")
+    if adversary == "random" and adversarial_agents:
+        raise ValueError(f"adversarial_agents={list(adversarial_agents)}: fixed positions cannot be combined "
+                         "with adversary='random'")
+    started = time.perf_counter()
+    random_position = adversary == "random"
+    sim = BatchSimulator(get_profile(profile_name), n_agents, int(rounds), adversarial_agents=tuple(adversarial_agents),
+                         target_rule=target_rule, adversary_position="random" if random_position else "fixed",
+                         n_adversaries=1 if random_position else None)
+    train = draw_episodes(sim, samples, seed, "train")
+    rerank = draw_episodes(sim, rerank_samples, seed, "rerank")
+    held_out = draw_episodes(sim, episodes, seed, "eval")
+    latent_edges = np.quantile(train[0].latent, [1 / 3, 2 / 3])
+    values = [hidden_context(tasks, adv, latent_edges) for tasks, _, adv in (train, rerank, held_out)]
+    known, inverse = np.unique(np.concatenate(values), axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    train_ctx, rerank_ctx, held_ctx = np.split(inverse, np.cumsum([len(v) for v in values[:2]]))
+    n_context = len(known)
+    n_class = len(outcome_names(sim.n)) if sim.rounds == 2 else 1
+
+    # Stage 1 ("train"): every sequence summed per (context, round-1 outcome class).
+    def group_of(state: BatchState) -> np.ndarray:
+        outcome = agreement_class(state.previous.label) if sim.rounds == 2 else np.zeros(len(train_ctx), np.int64)
+        return train_ctx * n_class + outcome
+
+    sums, counts = sequence_group_sums(sim, train[0], train[1], group_of, n_context * n_class, adversaries=train[2],
+                                       progress=progress, chunk_rows=chunk_rows)
+    n_first = sums.shape[0]
+    sums = sums.reshape(n_first, sums.shape[1], n_context, n_class)
+    counts = counts.reshape(n_first, n_context, n_class)
+
+    # Stage 2 ("rerank"): the best fixed sequence among the leaders and the baselines ...
+    totals = sums.sum(axis=(2, 3)).reshape(-1)
+    fixed_candidates = np.unique(np.concatenate([np.argsort(-totals, kind="stable")[:shortlist],
+                                                 baseline_indices(sim)])).tolist()
+    fixed_rerank = sequence_rewards(sim, fixed_candidates, *rerank)
+    fixed_index = fixed_candidates[int(fixed_rerank.mean(axis=1).argmax())]
+    fixed_policy = open_loop_policy(fixed_index, sim)
+    # ... and per context the best of its candidates and the best fixed sequence (slot 0).
+    candidates = policy_candidates(sums, counts, context_shortlist)
+    candidates = np.concatenate([np.broadcast_to(fixed_policy, (n_context, 1, len(fixed_policy))), candidates], axis=1)
+    slot_rewards = rerank_candidates(sim, candidates, rerank_ctx, *rerank)
+    slot_sums = np.stack([np.bincount(rerank_ctx, weights=r, minlength=n_context) for r in slot_rewards])  # (L, C)
+    adaptive_slot = slot_sums.argmax(axis=0)  # (C,)
+    context_slot = slot_sums[:1 + min(context_shortlist, n_first)].argmax(axis=0)  # slot 0 and the open-loop ones
+    adaptive_policy = candidates[np.arange(n_context), adaptive_slot]  # (C, 1 + K)
+    context_policy = candidates[np.arange(n_context), context_slot]
+    rerank_rows = np.arange(len(rerank_ctx))
+
+    # Held-out ("eval"): all three on the same episodes.
+    fixed_result = sim.run(sequence_actions(fixed_index, sim.rounds, sim.n), *held_out)
+    adaptive_result = play_policies(sim, adaptive_policy[held_ctx], *held_out)
+    context_result = play_policies(sim, context_policy[held_ctx], *held_out)
+    diff = adaptive_result.reward - fixed_result.reward
+    context_diff = context_result.reward - fixed_result.reward
+    contexts = []
+    for c in range(n_context):
+        held, sel = held_ctx == c, rerank_ctx == c
+        contexts.append({
+            "context": context_description(known[c]),
+            "share": float(held.mean()),
+            "best_fixed": float(fixed_result.reward[held].mean()) if held.any() else None,
+            "adaptive": float(adaptive_result.reward[held].mean()) if held.any() else None,
+            "selection_episodes": int(sel.sum()),
+            "policy": _policy_description(adaptive_policy[c], sim),
+        })
+    return {
+        "profile": profile_name,
+        "best_fixed": float(fixed_result.reward.mean()),
+        "adaptive": float(adaptive_result.reward.mean()),
+        "headroom": float(diff.mean()),
+        "headroom_se": _standard_error(diff),
+        "context_only": float(context_result.reward.mean()),
+        "context_only_headroom": float(context_diff.mean()),
+        "context_only_headroom_se": _standard_error(context_diff),
+        "episodes": int(episodes),
+        "best_fixed_accuracy": float(fixed_result.accuracy.mean()),
+        "adaptive_accuracy": float(adaptive_result.accuracy.mean()),
+        "best_fixed_sequence": sequence_names(sequence_actions(fixed_index, sim.rounds, sim.n)),
+        "selection": {
+            "best_fixed": float(slot_rewards[0].mean()),
+            "adaptive": float(slot_rewards[adaptive_slot[rerank_ctx], rerank_rows].mean()),
+            "context_only": float(slot_rewards[context_slot[rerank_ctx], rerank_rows].mean()),
+        },
+        "context_variables": list(CONTEXT_VARIABLES),
+        "outcome_classes": outcome_names(sim.n) if sim.rounds == 2 else [],
+        "contexts": contexts,
+        "rounds": int(rounds),
+        "adversary": adversary,
+        "adversarial_agents": [int(i) for i in adversarial_agents],
+        "samples": int(samples),
+        "rerank_samples": int(rerank_samples),
+        "seed": int(seed),
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+
+
+def _standard_error(values: np.ndarray) -> float:
+    return float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else 0.0
+
+
+def _policy_description(policy: np.ndarray, sim: BatchSimulator) -> dict[str, Any]:
+    table = joint_actions(sim.n)
+    described: dict[str, Any] = {"first_round": sequence_names(table[policy[:1]])[0]}
+    if sim.rounds == 2:
+        described["second_round"] = {name: sequence_names(table[policy[1 + k: 2 + k]])[0]
+                                     for k, name in enumerate(outcome_names(sim.n))}
+    return described
+
+
+def format_headroom(result: dict[str, Any]) -> str:
+    """A readable summary of :func:`measure_headroom`'s result: the three references, then per context."""
+    seq = " | ".join(", ".join(r) for r in result["best_fixed_sequence"])
+    lines = [f"headroom: profile={result['profile']} rounds={result['rounds']} adversary={result['adversary']} "
+             f"adversarial={result['adversarial_agents']} seed={result['seed']} selection={result['samples']}+"
+             f"{result['rerank_samples']} held-out={result['episodes']} ({result['seconds']:.1f} s)"]
+    rows = [{"reference": "best fixed", "reward": result["best_fixed"], "vs best fixed": "",
+             "selection": result["selection"]["best_fixed"], "note": seq},
+            {"reference": "context only", "reward": result["context_only"],
+             "vs best fixed": f"{result['context_only_headroom']:+.4f} ({result['context_only_headroom_se']:.4f})",
+             "selection": result["selection"]["context_only"], "note": "open loop per hidden context"},
+            {"reference": "adaptive", "reward": result["adaptive"],
+             "vs best fixed": f"{result['headroom']:+.4f} ({result['headroom_se']:.4f})",
+             "selection": result["selection"]["adaptive"], "note": "per context, round 2 per round-1 outcome"}]
+    lines.append(format_table(rows, ("reference", "reward", "vs best fixed", "selection", "note")))
+    ctx_rows = []
+    for c in result["contexts"]:
+        d = c["context"]
+        ctx_rows.append({"bucket": d["difficulty_bucket"], "latent": d["latent_tercile"],
+                         "adversaries": ",".join(map(str, d["adversaries"])) or "-", "share": c["share"],
+                         "best fixed": c["best_fixed"], "adaptive": c["adaptive"],
+                         "first round": ", ".join(c["policy"]["first_round"])})
+    lines.append(format_table(ctx_rows, ("bucket", "latent", "adversaries", "share", "best fixed", "adaptive",
+                                         "first round")))
+    lines.append(f"reward (Eq. 12): mean over the {result['episodes']} held-out episodes (common random numbers); "
+                 f"headroom = adaptive - best fixed, (paired standard error); selection: on the "
+                 f"{result['rerank_samples']} re-ranking episodes the policies were picked on")
+    return "\n".join(lines)
