@@ -41,7 +41,8 @@ from learners.runner import EpisodeRunner, EpisodeStats
 from learners.schedules import epsilon_at, lr_at
 from topo_env.actions import N_ACTIONS
 from topo_env.baselines import BASELINES, FIXED_BASELINES, SequencePolicy, make_baseline
-from topo_env.cli import (OneLineParser, closing_note, format_table, points, positive_int, run_main,
+from topo_env.backends import BackendFailed, BackendUnavailable
+from topo_env.cli import (OneLineParser, RunError, closing_note, format_table, points, positive_int, run_main,
                           standard_error_note)
 from topo_env.config import ConfigError
 from topo_env.env import TopologyParallelEnv
@@ -51,8 +52,10 @@ from topo_env.plots import draw_episodes, plot_action_distribution, plot_learnin
 
 
 RESUME_OVERRIDABLE = frozenset({"train.token_budget", "train.eval_episodes", "train.checkpoint_every",
-                                "train.oracle_samples"})
-"""Keys that ``--set`` may change on ``--resume`` (the rest would make it another experiment)."""
+                                "train.oracle_samples", "env.backend.base_url", "env.backend.timeout_s",
+                                "env.backend.max_retries", "env.backend.backoff_s", "env.backend.max_concurrency"})
+"""Keys that ``--set`` may change on ``--resume``: budgets and reporting, and where and how patiently
+the team's server is reached (the rest would make it another experiment)."""
 PROG = "python train_qmix.py"
 CONFIG_KEYS_HELP = """\
 where every config key is documented:
@@ -142,8 +145,14 @@ def save_checkpoint(path: Path, cfg: ExperimentConfig, learner: QMIXLearner, buf
              "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
              "buffer": buffer.state_dict() if cfg.train.save_buffer else None}
     tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)  # never leave a half-written checkpoint behind
+    try:
+        torch.save(state, tmp)
+        tmp.replace(path)  # never leave a half-written checkpoint behind
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        kept = f"the previous checkpoint {path} is intact" if path.exists() else "no earlier checkpoint exists"
+        raise RunError(f"could not write the checkpoint of episode {episode} to {path} "
+                       f"({err.strerror or err}); {kept}: make room, then continue with --resume {path.parent}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,8 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     stop = GracefulStop()  # Ctrl-C finishes the current episode, checkpoints, and exits
     tokens_spent = int(checkpoint.get("tokens_spent", 0)) if checkpoint is not None else 0  # toward token_budget
+    episode, untouched = start, True  # untouched: learner and replay hold exactly `episode` episodes
     try:
         for episode in bar:
+            untouched = True
             epsilon = epsilon_at(episode, cfg)
             learner.set_lr(lr_at(episode, cfg))
             record, stats = runner.run(epsilon, episode_rng(seed, EXPLORATION_STREAM, episode),
@@ -229,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                                        team_explore=cfg.learner.team_explore,
                                        deviation_explore=cfg.learner.deviation_explore,
                                        deviation_rank_decay=cfg.learner.deviation_rank_decay)
+            untouched = False
             buffer.add(record)
             if len(buffer) >= warmup and episode % cfg.learner.episodes_per_update == 0:
                 sample_rng = episode_rng(seed, REPLAY_STREAM, episode)
@@ -256,6 +268,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # a second Ctrl-C: the episode in flight is lost, the last checkpoint stands
         print(f"\ninterrupted; continue from the last checkpoint with --resume {out_dir}")
         return 130
+    except BackendUnavailable:  # no server from the start: nothing to keep; its own one-line message
+        raise
+    except BackendFailed as err:  # the team's server went down: keep what completed, say how to go on
+        if untouched:
+            save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, episode, curves, tokens_spent, validation)
+            kept = f"saved a checkpoint after the {episode} completed episodes"
+        else:
+            kept = "the last periodic checkpoint stands"
+        raise RunError(f"the team's backend failed in training episode {episode + 1} ({err}); {kept} in {out_dir}: "
+                       f"continue with --resume {out_dir} once it serves again (add --set "
+                       "env.backend.base_url=... if its address changed)") from None
     finally:
         stop.restore()
     train_seconds = time.perf_counter() - started
@@ -276,9 +299,16 @@ def main(argv: list[str] | None = None) -> int:
     qmix_policies = [QMIXPolicy(policy_agent, device)]
     if policy_agent is not learner.agent:  # what validation gained: the last network, on the same episodes
         qmix_policies.append(QMIXPolicy(learner.agent, device, name="qmix_last"))
-    for policy in qmix_policies + [make_baseline(name) for name in BASELINES]:
-        results[policy.name], traces[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes,
-                                                             seed=eval_seed, split="eval", progress=not args.no_progress)
+    try:
+        for policy in qmix_policies + [make_baseline(name) for name in BASELINES]:
+            results[policy.name], traces[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes,
+                                                                 seed=eval_seed, split="eval",
+                                                                 progress=not args.no_progress)
+    except BackendUnavailable:
+        raise
+    except BackendFailed as err:
+        raise RunError(f"training finished and its checkpoint is in {out_dir}, but the held-out evaluation failed "
+                       f"({err}): rerun it with --resume {out_dir} once the backend serves again") from None
     # (the oracle searches a fixed adversary placement only: none for adversary_position="random")
     if (cfg.env.backend.kind == "sim" and n == 3 and rounds <= 2 and cfg.train.oracle_samples > 0
             and cfg.env.adversary_position == "fixed"):

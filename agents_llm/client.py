@@ -31,13 +31,13 @@ from urllib.parse import urlsplit
 import openai
 
 from agents_llm.cache import ResponseCache, request_key
-from topo_env.backends import BackendUnavailable, LLMSettings
+from topo_env.backends import BackendFailed, BackendUnavailable, LLMSettings
 
 RETRYABLE = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError, openai.APIConnectionError)
 LOCAL_HOSTS = ("localhost", "::1", "0.0.0.0")
 
 
-class LLMError(RuntimeError):
+class LLMError(BackendFailed):
     """A call that failed for good (after retries, or with a non-retryable error)."""
 
 

@@ -52,6 +52,11 @@ class BackendUnavailable(RuntimeError):
     names the address and says what to do."""
 
 
+class BackendFailed(RuntimeError):
+    """A backend call failed for good mid-run (a server that went down, past its retries): the
+    episode in flight cannot finish. Runs checkpoint what completed and say how to resume."""
+
+
 @dataclass(frozen=True)
 class SimBackendConfig:
     """``backend: sim``: the calibrated simulated team of ``env.profile`` (no network, no keys)."""
@@ -250,6 +255,6 @@ def _check_number(cfg: Any, key: str, low: float, open_low: bool) -> None:
 
 
 __all__ = [
-    "BackendUnavailable", "LLMBackendConfig", "LLMSettings", "SimBackendConfig", "backend_config", "backend_kinds",
+    "BackendFailed", "BackendUnavailable", "LLMBackendConfig", "LLMSettings", "SimBackendConfig", "backend_config", "backend_kinds",
     "make_backend", "public_dict", "register_backend",
 ]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from topo_env.backends import BackendUnavailable
+from topo_env.backends import BackendFailed, BackendUnavailable
 from topo_env.config import ConfigError, parse_yaml
 
 ERROR_STATUS = 2
@@ -37,13 +37,21 @@ def fail(prog: str, message: str) -> NoReturn:
     sys.exit(ERROR_STATUS)
 
 
+class RunError(RuntimeError):
+    """A run that cannot go on for a reason outside the code (a backend that failed mid-run, a
+    full disk); the message says what was saved and how to continue."""
+
+
 def run_main(main: Callable[[], int], prog: str) -> int:
-    """``main()``'s status; a ConfigError or an unavailable backend becomes one line on stderr and
-    status 2 (other exceptions are bugs and keep their traceback)."""
+    """``main()``'s status; a ConfigError, a backend that is unavailable or failed for good, or a
+    :class:`RunError` becomes one line on stderr and status 2 (other exceptions are bugs and keep
+    their traceback)."""
     try:
         return main()
-    except (ConfigError, BackendUnavailable) as err:
+    except (ConfigError, BackendUnavailable, RunError) as err:
         fail(prog, str(err))
+    except BackendFailed as err:
+        fail(prog, f"the team's backend failed: {err}")
 
 
 def positive_int(text: str) -> int:
@@ -130,6 +138,6 @@ def closing_note(scored: str, notes: Iterable[str], written: Iterable[tuple[str,
 
 
 __all__ = [
-    "ERROR_STATUS", "OneLineParser", "apply_set", "closing_note", "fail", "format_table", "parse_set", "points",
+    "ERROR_STATUS", "OneLineParser", "RunError", "apply_set", "closing_note", "fail", "format_table", "parse_set", "points",
     "positive_int", "run_main", "standard_error_note",
 ]
