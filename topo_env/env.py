@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import gymnasium
@@ -37,7 +36,7 @@ from topo_env.config import EnvConfig
 from topo_env.encoders import make_encoder
 from topo_env.engine import RewardConfig, RoundSpec, TeamEpisode, episode_transcript
 from topo_env.executor import RoundResult
-from topo_env.frontend import begin_episode, render_picture
+from topo_env.frontend import EngineFrontEnd, begin_episode, render_picture
 from topo_env.graph import adjacency_of, degrees
 from topo_env.observation import ObservationBuilder, answer_codes
 from topo_env.targets import choose_targets_one
@@ -72,7 +71,7 @@ def parallel_env(**config: Any) -> "TopologyParallelEnv":
     return TopologyParallelEnv(EnvConfig.from_dict(config))
 
 
-class TopologyParallelEnv(ParallelEnv):
+class TopologyParallelEnv(EngineFrontEnd, ParallelEnv):
     """N LLM agents choose, each round, how they communicate.
 
     Spaces (identical for all agents, cached): action ``Discrete(6)``; observation
@@ -234,15 +233,6 @@ class TopologyParallelEnv(ParallelEnv):
             return ""
         labels = [", ".join(f"agent_{i}={ACTION_NAMES[a]}" for i, a in enumerate(r.actions)) for r in self.history]
         return episode_transcript(self.episode, labels)
-
-    def record(self, path: str | Path | None) -> None:
-        """Append every episode that ends from now on, as one JSON line, to ``path`` (the schema of
-        :mod:`topo_env.traces`: per call what it was shown and answered, tokens, the task's
-        metadata); None stops recording."""
-        self.episode.record(path)
-
-    def close(self) -> None:
-        self.episode.close()
 
     # -- internals -----------------------------------------------------------------------
     def _agent_index(self, agent: str) -> int:

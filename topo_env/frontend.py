@@ -8,6 +8,7 @@ and options determine the episode completely.
 from __future__ import annotations
 
 import numbers
+from pathlib import Path
 from typing import Any
 
 import gymnasium
@@ -20,6 +21,21 @@ from topo_env.observation import ObservationBuilder
 from topo_env.tasks import Task
 
 RESET_OPTIONS: tuple[str, ...] = ("adversaries", "split", "task")
+
+
+class EngineFrontEnd:
+    """What both envs offer on top of their :class:`~topo_env.engine.TeamEpisode` (``self.episode``)."""
+
+    episode: TeamEpisode
+
+    def record(self, path: str | Path | None) -> None:
+        """Append every episode that ends from now on, as one JSON line, to ``path`` (the schema of
+        :mod:`topo_env.traces`: per call what it was shown and answered, tokens, the task's
+        metadata); None stops recording."""
+        self.episode.record(path)
+
+    def close(self) -> None:
+        self.episode.close()
 
 
 def choose_task(backend: TeamBackend, config: EnvConfig, rng: np.random.Generator, options: dict) -> Task:

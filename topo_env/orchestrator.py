@@ -40,7 +40,6 @@ same seed gives the same task and noise in both front-ends.
 from __future__ import annotations
 
 import numbers
-from pathlib import Path
 from typing import Any
 
 import gymnasium
@@ -52,7 +51,7 @@ from topo_env.backends import make_backend
 from topo_env.config import ConfigError, EnvConfig
 from topo_env.encoders import make_encoder
 from topo_env.engine import RewardConfig, RoundSpec, TeamEpisode, episode_transcript
-from topo_env.frontend import begin_episode, render_picture
+from topo_env.frontend import EngineFrontEnd, begin_episode, render_picture
 from topo_env.graph import degrees
 from topo_env.observation import ObservationBuilder
 
@@ -64,7 +63,7 @@ def orchestrator_env(mode: str = "graph", **config: Any) -> "OrchestratorEnv":
     return OrchestratorEnv(EnvConfig.from_dict(config), mode=mode)
 
 
-class OrchestratorEnv(gymnasium.Env):
+class OrchestratorEnv(EngineFrontEnd, gymnasium.Env):
     """One central controller chooses every round of an LLM team (see the module docstring)."""
 
     metadata = {"render_modes": ["ansi", "rgb_array", "human"], "render_fps": 1}
@@ -164,15 +163,6 @@ class OrchestratorEnv(gymnasium.Env):
         if not self._started:
             return ""
         return episode_transcript(self.episode, [_round_label(r.spec, self.mode) for r in self.episode.history])
-
-    def record(self, path: str | Path | None) -> None:
-        """Append every episode that ends from now on, as one JSON line, to ``path`` (the schema of
-        :mod:`topo_env.traces`: per call what it was shown and answered, tokens, the task's
-        metadata); None stops recording."""
-        self.episode.record(path)
-
-    def close(self) -> None:
-        self.episode.close()
 
     # -- internals -----------------------------------------------------------------------
     def _graph_round(self, action: Any) -> tuple[RoundSpec, bool]:
