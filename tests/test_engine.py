@@ -77,7 +77,7 @@ def test_inactive_agents_are_not_called_and_keep_their_output():
     second = ep.run_round(_spec(edges=[(1, 2)], active=[1, 2]))
     assert sorted(c.agent for c in second.calls) == [1, 2]
     assert second.finals[0] is first.finals[0]  # agent 0 kept its round-1 output
-    assert second.calls_per_agent(3) == [0, 1, 1] and ep.agent_tokens[0] == first.tokens_per_agent(3)[0]
+    assert second.agent_calls == [0, 1, 1] and ep.agent_tokens[0] == first.agent_tokens[0]
     assert ep.ran == [True, True, True]
 
 

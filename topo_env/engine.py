@@ -35,21 +35,25 @@ from topo_env.traces import append_trace, episode_record
 REWARD_MODES: tuple[str, ...] = ("sparse", "shaped")
 
 
-def _flags(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """``value`` as a read-only bool array of ``shape`` (a copy): bool, or integers 0/1; a
-    ValueError naming it otherwise."""
+def as_flags(what: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``value`` as a new bool array of ``shape``: bool, or integers 0/1; otherwise a ValueError
+    that names ``what`` (e.g. ``"RoundSpec active"``) and the bad shape, dtype or entry."""
     arr = np.asarray(value)
     if arr.shape != shape:
-        raise ValueError(f"RoundSpec {name} has shape {arr.shape}, expected {shape}")
+        raise ValueError(f"{what} has shape {arr.shape}, expected {shape}")
     if arr.dtype == bool:
-        arr = arr.copy()
-    else:
-        if not np.issubdtype(arr.dtype, np.integer):
-            raise ValueError(f"RoundSpec {name} has dtype {arr.dtype}: use bool (or integers 0/1)")
-        bad = (arr != 0) & (arr != 1)
-        if bad.any():
-            raise ValueError(f"RoundSpec {name} holds {int(arr[bad][0])}: entries must be 0 or 1")
-        arr = arr.astype(bool)
+        return arr.copy()
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"{what} has dtype {arr.dtype}: use bool (or integers 0/1)")
+    off = arr & ~1  # nonzero exactly where an entry is neither 0 nor 1
+    if off.any():
+        raise ValueError(f"{what} holds {int(arr[off != 0][0])}: entries must be 0 or 1")
+    return arr.astype(bool)
+
+
+def _flags(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """A RoundSpec field: :func:`as_flags`, read-only."""
+    arr = as_flags(f"RoundSpec {name}", value, shape)
     arr.flags.writeable = False
     return arr
 

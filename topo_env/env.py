@@ -171,7 +171,7 @@ class TopologyParallelEnv(EngineFrontEnd, ParallelEnv):
             spec = self._specs[key] = comm_round_spec(acts, targets)
         result = episode.run_round(spec)
         self.history.append(CommRound(**vars(result), actions=key[0], targets=key[1]))
-        round_tokens = result.tokens_per_agent(n)
+        round_tokens = result.agent_tokens
         estimated = result.tokens_estimated
         self._prev_actions = tuple(acts)
         self._set_adjacency(result.adjacency)
@@ -182,7 +182,7 @@ class TopologyParallelEnv(EngineFrontEnd, ParallelEnv):
         reward = episode.step_reward()
         self._obs = self._observe()
         obs = self._obs_dict()
-        infos = self._infos(calls=result.calls_per_agent(n), round_tokens=round_tokens, targets=list(targets),
+        infos = self._infos(calls=result.agent_calls, round_tokens=round_tokens, targets=list(targets),
                             estimated=estimated)
         rewards = {a: reward for a in self.agents}
         terminations = {a: last for a in self.agents}

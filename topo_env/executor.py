@@ -67,12 +67,6 @@ class RoundResult:
     agent_calls: list[int]  # per agent, its calls this round (0, 1 or 2)
     tokens_estimated: bool  # some call's tokens were estimated (no usage from the server)
 
-    def tokens_per_agent(self, n_agents: int) -> list[int]:
-        return list(self.agent_tokens)
-
-    def calls_per_agent(self, n_agents: int) -> list[int]:
-        return list(self.agent_calls)
-
 
 async def gather_calls(backend: TeamBackend, coros: Sequence[Awaitable]) -> list:
     """Run one layer's calls: concurrently for I/O backends, in order for CPU ones."""

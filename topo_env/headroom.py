@@ -38,7 +38,7 @@ from topo_env.cli import format_table
 from topo_env.oracle import (
     DEFAULT_CHUNK_ROWS, DEFAULT_CONTEXT_SHORTLIST, DEFAULT_HEADROOM_SAMPLES, DEFAULT_LARGE_SAMPLES, DEFAULT_SHORTLIST,
     ORACLE_AGENTS, baseline_indices, check_setting, draw_episodes, joint_actions, sequence_actions,
-    sequence_group_sums, sequence_names, sequence_rewards,
+    sequence_group_sums, sequence_names, sequence_rewards, standard_error,
 )
 from topo_env.sim.batch import BatchResult, BatchSimulator, BatchState, TaskArrays
 from topo_env.sim.model import EpisodeNoise
@@ -251,10 +251,10 @@ def measure_headroom(profile_name: str, rounds: int = 2, adversary: str = "none"
         "best_fixed": float(fixed_result.reward.mean()),
         "adaptive": float(adaptive_result.reward.mean()),
         "headroom": float(diff.mean()),
-        "headroom_se": _standard_error(diff),
+        "headroom_se": standard_error(diff),
         "context_only": float(context_result.reward.mean()),
         "context_only_headroom": float(context_diff.mean()),
-        "context_only_headroom_se": _standard_error(context_diff),
+        "context_only_headroom_se": standard_error(context_diff),
         "episodes": int(episodes),
         "best_fixed_accuracy": float(fixed_result.accuracy.mean()),
         "adaptive_accuracy": float(adaptive_result.accuracy.mean()),
@@ -275,10 +275,6 @@ def measure_headroom(profile_name: str, rounds: int = 2, adversary: str = "none"
         "seed": int(seed),
         "seconds": round(time.perf_counter() - started, 2),
     }
-
-
-def _standard_error(values: np.ndarray) -> float:
-    return float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else 0.0
 
 
 def _policy_description(policy: np.ndarray, sim: BatchSimulator) -> dict[str, Any]:

@@ -138,6 +138,11 @@ def round_keys(sim: BatchSimulator, actions: np.ndarray, targets: np.ndarray) ->
     return spec_keys(sim, comm_round_specs(actions, np.ascontiguousarray(targets, dtype=np.int64)))
 
 
+def standard_error(values: np.ndarray) -> float:
+    """Standard error of the mean of ``values`` (0 for fewer than two)."""
+    return float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else 0.0
+
+
 def score_round_specs(sim: BatchSimulator, rounds: Sequence[BatchRoundSpec], seed: int = 0,
                       split: str = "eval") -> dict[str, float]:
     """Any controller's graphs scored at batch speed on the oracle's samples: ``rounds`` holds one
@@ -150,7 +155,7 @@ def score_round_specs(sim: BatchSimulator, rounds: Sequence[BatchRoundSpec], see
     b = rounds[0].adjacency.shape[0]
     tasks, noise = draw_samples(sim, b, seed, split)
     res = sim.run_specs(list(rounds), tasks, noise)
-    return {"reward": float(res.reward.mean()), "reward_se": float(res.reward.std(ddof=1) / np.sqrt(b)) if b > 1 else 0.0,
+    return {"reward": float(res.reward.mean()), "reward_se": standard_error(res.reward),
             "accuracy": float(res.accuracy.mean()), "tokens_per_task": float(res.tokens.mean()), "episodes": int(b)}
 
 

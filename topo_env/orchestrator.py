@@ -50,7 +50,7 @@ from topo_env.backend import TeamBackend
 from topo_env.backends import make_backend
 from topo_env.config import ConfigError, EnvConfig
 from topo_env.encoders import make_encoder
-from topo_env.engine import RewardConfig, RoundSpec, TeamEpisode, episode_transcript
+from topo_env.engine import RewardConfig, RoundSpec, TeamEpisode, as_flags, episode_transcript
 from topo_env.frontend import EngineFrontEnd, begin_episode, render_picture
 from topo_env.graph import degrees
 from topo_env.observation import ObservationBuilder
@@ -137,7 +137,7 @@ class OrchestratorEnv(EngineFrontEnd, gymnasium.Env):
         calls, round_tokens = [0] * n, [0] * n
         if spec is not None:
             result = episode.run_round(spec)
-            calls, round_tokens = result.calls_per_agent(n), result.tokens_per_agent(n)
+            calls, round_tokens = result.agent_calls, result.agent_tokens
             graph = spec.adjacency | spec.recall if spec.recall is not None else spec.adjacency
             self._set_last_round(graph.view(np.int8), spec.active)
         last = halt or episode.round == self.rounds
@@ -162,7 +162,10 @@ class OrchestratorEnv(EngineFrontEnd, gymnasium.Env):
         """The episode so far, round by round (``render_mode="ansi"`` returns this)."""
         if not self._started:
             return ""
-        return episode_transcript(self.episode, [_round_label(r.spec, self.mode) for r in self.episode.history])
+        if self.mode == "graph":  # the engine's own round labels: who was called and verified
+            return episode_transcript(self.episode)
+        speakers = [f"agent_{int(np.flatnonzero(r.spec.active)[0])} speaks" for r in self.episode.history]
+        return episode_transcript(self.episode, speakers)
 
     # -- internals -----------------------------------------------------------------------
     def _graph_round(self, action: Any) -> tuple[RoundSpec, bool]:
@@ -170,9 +173,9 @@ class OrchestratorEnv(EngineFrontEnd, gymnasium.Env):
         if not isinstance(action, dict) or set(action) != {"adjacency", "active", "verify", "halt"}:
             got = sorted(action) if isinstance(action, dict) else type(action).__name__
             raise ValueError(f"action must be a dict with keys ['active', 'adjacency', 'halt', 'verify'], got {got}")
-        adjacency = _binary("adjacency", action["adjacency"], (n, n))
-        active = _binary("active", action["active"], (n,))
-        verify = _binary("verify", action["verify"], (n,))
+        adjacency = as_flags("action['adjacency']", action["adjacency"], (n, n))
+        active = as_flags("action['active']", action["active"], (n,))
+        verify = as_flags("action['verify']", action["verify"], (n,))
         halt = action["halt"]
         if isinstance(halt, np.ndarray) and halt.shape == ():
             halt = halt.item()
@@ -223,28 +226,3 @@ class OrchestratorEnv(EngineFrontEnd, gymnasium.Env):
             "tokens_estimated": int(self.episode.tokens_estimated),
             "halted": int(halted),
         }
-
-
-def _binary(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """An action part as a writable bool array, or a ValueError naming it."""
-    arr = np.asarray(value)
-    if arr.shape != shape:
-        raise ValueError(f"action[{name!r}] has shape {arr.shape}, expected {shape}")
-    if arr.dtype != bool and not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"action[{name!r}] has dtype {arr.dtype}: use 0/1 integers")
-    if arr.dtype != bool:
-        off = arr & ~1  # nonzero exactly where an entry is neither 0 nor 1
-        if off.any():
-            raise ValueError(f"action[{name!r}] holds {int(arr[off != 0][0])}: entries must be 0 or 1")
-    return arr.astype(bool)
-
-
-def _round_label(spec: RoundSpec, mode: str) -> str:
-    """How the transcript names a round: its graph, or who spoke (next-agent mode)."""
-    if mode == "next_agent":
-        return f"agent_{int(np.flatnonzero(spec.active)[0])} speaks"
-    edges = " ".join(f"{u}->{v}" for u, v in spec.edges()) or "no edges"
-    active = np.flatnonzero(spec.active).tolist()
-    verify = np.flatnonzero(spec.verify).tolist()
-    text = f"graph {edges}; active {active}"
-    return text + (f"; verify {verify}" if verify else "")
