@@ -3,10 +3,11 @@
 ``record()`` plays seeded episodes through the public PettingZoo API (random valid actions from a
 seeded generator) and returns, per step, the rewards, the infos (minus ``action_mask``, which left
 the infos) and SHA-256 digests of the observations, the state and the transcript. The stored file
-``tests/data/pz_episodes.json`` was written by the env before the episode engine
-(``topo_env.engine``) replaced its inline round logic, with
-``PYTHONPATH=<checkout of that commit> python tests/regression_episodes.py tests/data/pz_episodes.json``;
-``tests/test_engine.py`` compares today's env with it.
+``tests/data/pz_episodes.json`` was first written by the env before the episode engine
+(``topo_env.engine``) replaced its inline round logic (the engine matched it bit for bit), and
+rewritten once when the simulated team's model changed on purpose (subjects, traps, updates: issue
+26), with ``python tests/regression_episodes.py tests/data/pz_episodes.json``;
+``tests/test_engine.py`` compares today's env with it, so any unintended change shows.
 """
 from __future__ import annotations
 

@@ -175,14 +175,13 @@ def test_evaluate_policy_matches_manual_loop(name, reward_mode):
 def test_open_loop_batch_matches_env(profile, n_agents, rounds, adversarial):
     episodes, seed = 25, 100
     env = topo_env.parallel_env(profile=profile, n_agents=n_agents, rounds=rounds, adversarial_agents=list(adversarial))
-    tasks, calls, decisions = [], [], []
+    tasks, noises = [], []
     for k in range(episodes):
         env.reset(seed=seed + k, options={"split": "eval"})
         tasks.append(env.task)
-        calls.append(env.backend.noise.calls)
-        decisions.append(env.backend.noise.decision)
+        noises.append(env.backend.noise)
     task_arrays = TaskArrays.from_tasks(tasks)
-    noise = EpisodeNoise(calls=np.concatenate(calls), decision=np.concatenate(decisions))
+    noise = EpisodeNoise.concatenate(noises)
     sim = BatchSimulator.from_config(env.config)
     for name in FIXED_BASELINES:
         result = sim.run(open_loop_actions(name, n_agents, rounds, env.config.roles), task_arrays, noise)

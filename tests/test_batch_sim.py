@@ -39,7 +39,7 @@ def test_episode_by_episode_agreement_with_env(case):
         tokens.append(info["agent_0"]["team_tokens"])
         accs.append(info["agent_0"]["accuracy"])
         adjs.append(np.stack(ep_adj))
-    noise = type(noises[0])(np.concatenate([x.calls for x in noises]), np.concatenate([x.decision for x in noises]))
+    noise = type(noises[0]).concatenate(noises)
     res = sim.run(np.stack(actions), TaskArrays.from_tasks(tasks), noise)
     np.testing.assert_array_equal(res.tokens, tokens)
     np.testing.assert_array_equal(res.accuracy, accs)

@@ -170,7 +170,7 @@ def test_batch_simulator_runs_any_round_specs_as_the_engine_does(profile, n, rou
         tokens.append(ep.team_tokens)
         accs.append(ep.accuracy)
         rewards.append(ep.episode_reward)
-    noise = EpisodeNoise(np.concatenate([x.calls for x in noises]), np.concatenate([x.decision for x in noises]))
+    noise = EpisodeNoise.concatenate(noises)
     res = sim.run_specs([BatchRoundSpec(a.astype(np.int8), act, ver) for a, act, ver in specs],
                         TaskArrays.from_tasks(tasks), noise)
     np.testing.assert_array_equal(res.tokens, tokens)

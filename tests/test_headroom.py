@@ -27,15 +27,15 @@ def test_agreement_class_names_the_pattern():
 def test_hidden_context_columns():
     sim = BatchSimulator(get_profile("mmlu_pro"), 3, 1, adversary_position="random", n_adversaries=1)
     tasks, _, adversaries = oracle.draw_episodes(sim, 300, seed=0, split="train")
-    edges = np.quantile(tasks.latent, [1 / 3, 2 / 3])
-    values = headroom.hidden_context(tasks, adversaries, edges)
+    values = headroom.hidden_context(tasks, adversaries)
     assert values.shape == (300, len(headroom.CONTEXT_VARIABLES))
-    np.testing.assert_array_equal(values[:, 0], tasks.bucket)
-    assert np.bincount(values[:, 1], minlength=3).tolist() == [100, 100, 100]  # terciles of these episodes
+    np.testing.assert_array_equal(values[:, 0], tasks.subject)
+    np.testing.assert_array_equal(values[:, 1], tasks.bucket)
     np.testing.assert_array_equal(values[:, 2], 1 << adversaries.argmax(axis=1))
-    described = headroom.context_description(values[0])
+    described = headroom.context_description(values[0], sim.profile.subject_names)
     assert described["adversaries"] == [int(adversaries[0].argmax())]
-    assert described["latent_tercile"] in headroom.LATENT_BINS
+    assert described["subject"] == sim.profile.subject_names[tasks.subject[0]]
+    assert described["difficulty_bucket"] in ("easy", "medium", "hard")
 
 
 def test_policy_candidates_find_the_context_preference():

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
 from topo_env.config import ConfigError, public_dict
-from topo_env.sim.profiles import PROFILES
+from topo_env.sim.profiles import get_profile
 
 if TYPE_CHECKING:
     from topo_env.backend import TeamBackend
@@ -65,7 +65,7 @@ class SimBackendConfig:
 
     def check(self, env: EnvConfig) -> None:
         """``env.domain``, when given, must be the profile's domain."""
-        profile = PROFILES[env.profile]
+        profile = get_profile(env.profile)
         if env.domain is not None and env.domain != profile.domain:
             raise ConfigError(f"domain={env.domain!r} does not match profile {env.profile!r} (domain "
                               f"{profile.domain!r}); leave domain out with backend kind 'sim'")

@@ -13,7 +13,7 @@ import yaml
 
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
 from topo_env.roles import ROLE_KINDS, default_personas
-from topo_env.sim.profiles import PROFILES
+from topo_env.sim.profiles import PROFILES, get_model, get_profile, is_profile_path
 from topo_env.sim.tasks import SPLITS
 from topo_env.targets import TARGET_RULES
 from topo_env.tasks import DOMAINS
@@ -37,7 +37,8 @@ class EnvConfig:
     Attributes:
         n_agents: team size N >= 2 (paper: 3).
         rounds: communication rounds T >= 1 per episode (paper: 3 math, 2 code/reasoning).
-        profile: simulated benchmark profile (see ``topo_env.sim.profiles.PROFILES``).
+        profile: simulated benchmark profile: a name in ``topo_env.sim.profiles.PROFILES`` or the path
+            of a profile YAML file (``*.yaml``, e.g. written by ``python -m topo_env.sim.fit``).
         domain: optional; if given, must be a known domain and match the profile's (the LLM
             backend needs it: the domain its dataset's tasks are drawn from).
         backend: who answers, with that backend's keys (:mod:`topo_env.backends`):
@@ -65,6 +66,10 @@ class EnvConfig:
         split: task split episodes draw from (``train`` or ``eval``: disjoint tasks).
         render_mode: ``None``, ``"ansi"`` (the transcript), ``"rgb_array"`` (the round's topology picture) or
             ``"human"`` (that picture in a window, or saved where no display exists).
+        team: the simulated agents' models, one per agent (cycled if shorter): names from
+            ``topo_env.sim.profiles.MODELS`` or mappings ``{name, ability, spread, verbosity}``
+            (:class:`~topo_env.sim.profiles.AgentModel`); ``None``: the profile's team (personas of
+            one model, or ``mmlu_pro_mixed``'s models of different strengths).
         personas: persona per agent (e.g. "algorithm designer"; see ``topo_env.roles``), in the
             LLM agents' prompts and in every agent's observation; default: the analyzer is the
             critical reviewer, specialists take the domain's personas in turn.
@@ -90,11 +95,18 @@ class EnvConfig:
     split: str = "train"
     render_mode: str | None = None
     personas: tuple[str, ...] | None = None  # None: topo_env.roles.default_personas
+    team: tuple | None = None  # None: the profile's team (topo_env.sim.profiles)
 
     def __post_init__(self) -> None:
         _int(self, "n_agents", minimum=2)
         _int(self, "rounds", minimum=1)
-        _choice(self, "profile", tuple(PROFILES))
+        if is_profile_path(self.profile):
+            try:
+                get_profile(self.profile)
+            except ValueError as e:
+                raise ConfigError(f"profile={self.profile!r}: {e}") from None
+        else:
+            _choice(self, "profile", tuple(PROFILES))
         if self.domain is not None:
             _choice(self, "domain", DOMAINS)
         from topo_env.backends import backend_config  # local: topo_env.backends imports this module
@@ -155,7 +167,7 @@ class EnvConfig:
         _choice(self, "render_mode", RENDER_MODES)
         personas = self.personas
         if personas is None:
-            personas = default_personas(self.domain or PROFILES[self.profile].domain, roles)
+            personas = default_personas(self.domain or get_profile(self.profile).domain, roles)
         personas = _tuple(self, "personas", personas)
         if len(personas) != self.n_agents:
             raise ConfigError(f"personas={list(personas)!r} has {len(personas)} entries, n_agents is {self.n_agents}")
@@ -163,6 +175,13 @@ class EnvConfig:
             if not isinstance(persona, str) or not persona.strip():
                 raise ConfigError(f"personas contains {persona!r}: each must be a non-empty string")
         object.__setattr__(self, "personas", personas)
+        if self.team is not None:
+            try:  # names stay names; mappings become (hashable) AgentModels
+                team = tuple(m if isinstance(m, str) else get_model(m) for m in _tuple(self, "team", self.team))
+                get_profile(self.profile).team_models(self.n_agents, team)
+            except ValueError as e:
+                raise ConfigError(f"team: {e}") from None
+            object.__setattr__(self, "team", team)
         check = getattr(self.backend, "check", None)
         if check is not None:
             check(self)
@@ -182,7 +201,7 @@ class EnvConfig:
     @property
     def resolved_domain(self) -> str:
         """The domain the team solves: ``domain`` when given, else the profile's."""
-        return self.domain if self.domain is not None else PROFILES[self.profile].domain
+        return self.domain if self.domain is not None else get_profile(self.profile).domain
 
     @classmethod
     def from_dict(cls, values: dict[str, Any] | None) -> "EnvConfig":
@@ -206,6 +225,8 @@ class EnvConfig:
         d["disabled_actions"] = [ACTION_NAMES[a] for a in self.disabled_actions]
         d["backend"] = public_dict(self.backend)
         d["personas"] = list(self.personas)
+        if self.team is not None:
+            d["team"] = [m if isinstance(m, str) else dataclasses.asdict(m) for m in self.team]
         return d
 
 

@@ -8,7 +8,7 @@ noise and adversary placements), two references:
   :func:`topo_env.oracle.search` finds it: all 6^(N*T) sequences scored on M episodes (stream
   "train"), the best ``shortlist`` and the fixed baselines re-ranked on R fresh ones ("rerank");
 * ``adaptive``: a privileged reference that knows each episode's hidden context
-  (:func:`hidden_context`: today the difficulty bucket, the hidden latent's tercile and the
+  (:func:`hidden_context`: the subject, the difficulty bucket and the
   adversaries' positions) and, before round 2, sees round 1's outcome (:func:`agreement_class`:
   all agree / one named agent alone / all differ). Its policy class: per context, a first-round
   joint action and per outcome class a second-round joint action. It is searched in two stages:
@@ -45,29 +45,27 @@ from topo_env.sim.model import EpisodeNoise
 from topo_env.sim.profiles import get_profile
 from topo_env.tasks import DIFFICULTY_BUCKETS
 
-CONTEXT_VARIABLES = ("difficulty_bucket", "latent_tercile", "adversaries")
+CONTEXT_VARIABLES = ("subject", "difficulty_bucket", "adversaries")
 """The hidden variables the adaptive reference knows, one column each of :func:`hidden_context`."""
-LATENT_BINS = ("low", "middle", "high")
 MIN_CLASS_EPISODES = 30
 """A (context, first round, outcome class) seen fewer times in the "train" episodes gets no second round of its own."""
 ADVERSARY_SETTINGS = ("none", "random")
 
 
-def hidden_context(tasks: TaskArrays, adversaries: np.ndarray, latent_edges: np.ndarray) -> np.ndarray:
+def hidden_context(tasks: TaskArrays, adversaries: np.ndarray) -> np.ndarray:
     """(B, len(CONTEXT_VARIABLES)) int64: per episode the hidden variables the adaptive reference knows.
 
-    Columns: the difficulty bucket (``TaskArrays.bucket``); the bin of the hidden latent between
-    ``latent_edges`` (terciles of the selection episodes); the adversaries as a bitmask (bit i: agent i
-    is an adversary; 0: none). The one place a model with more hidden variables adds its own."""
-    latent_bin = np.searchsorted(latent_edges, tasks.latent, side="right")
+    Columns: the subject index (``TaskArrays.subject``); the difficulty bucket (``TaskArrays.bucket``);
+    the adversaries as a bitmask (bit i: agent i is an adversary; 0: none). The one place a model with
+    more hidden variables adds its own."""
     mask = (np.asarray(adversaries, dtype=np.int64) << np.arange(adversaries.shape[1])).sum(axis=1)
-    return np.stack([tasks.bucket, latent_bin, mask], axis=1).astype(np.int64)
+    return np.stack([tasks.subject, tasks.bucket, mask], axis=1).astype(np.int64)
 
 
-def context_description(values: np.ndarray) -> dict[str, Any]:
-    """A row of :func:`hidden_context` in words."""
-    bucket, latent_bin, mask = (int(v) for v in values)
-    return {"difficulty_bucket": DIFFICULTY_BUCKETS[bucket], "latent_tercile": LATENT_BINS[latent_bin],
+def context_description(values: np.ndarray, subjects: tuple[str, ...]) -> dict[str, Any]:
+    """A row of :func:`hidden_context` in words (``subjects``: the profile's subject names)."""
+    subject, bucket, mask = (int(v) for v in values)
+    return {"subject": subjects[subject], "difficulty_bucket": DIFFICULTY_BUCKETS[bucket],
             "adversaries": [i for i in range(mask.bit_length()) if mask >> i & 1]}
 
 
@@ -192,8 +190,7 @@ def measure_headroom(profile_name: str, rounds: int = 2, adversary: str = "none"
     train = draw_episodes(sim, samples, seed, "train")
     rerank = draw_episodes(sim, rerank_samples, seed, "rerank")
     held_out = draw_episodes(sim, episodes, seed, "eval")
-    latent_edges = np.quantile(train[0].latent, [1 / 3, 2 / 3])
-    values = [hidden_context(tasks, adv, latent_edges) for tasks, _, adv in (train, rerank, held_out)]
+    values = [hidden_context(tasks, adv) for tasks, _, adv in (train, rerank, held_out)]
     known, inverse = np.unique(np.concatenate(values), axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     train_ctx, rerank_ctx, held_ctx = np.split(inverse, np.cumsum([len(v) for v in values[:2]]))
@@ -239,7 +236,7 @@ def measure_headroom(profile_name: str, rounds: int = 2, adversary: str = "none"
     for c in range(n_context):
         held, sel = held_ctx == c, rerank_ctx == c
         contexts.append({
-            "context": context_description(known[c]),
+            "context": context_description(known[c], sim.profile.subject_names),
             "share": float(held.mean()),
             "best_fixed": float(fixed_result.reward[held].mean()) if held.any() else None,
             "adaptive": float(adaptive_result.reward[held].mean()) if held.any() else None,
@@ -304,11 +301,11 @@ def format_headroom(result: dict[str, Any]) -> str:
     ctx_rows = []
     for c in result["contexts"]:
         d = c["context"]
-        ctx_rows.append({"bucket": d["difficulty_bucket"], "latent": d["latent_tercile"],
+        ctx_rows.append({"subject": d["subject"], "bucket": d["difficulty_bucket"],
                          "adversaries": ",".join(map(str, d["adversaries"])) or "-", "share": c["share"],
                          "best fixed": c["best_fixed"], "adaptive": c["adaptive"],
                          "first round": ", ".join(c["policy"]["first_round"])})
-    lines.append(format_table(ctx_rows, ("bucket", "latent", "adversaries", "share", "best fixed", "adaptive",
+    lines.append(format_table(ctx_rows, ("subject", "bucket", "adversaries", "share", "best fixed", "adaptive",
                                          "first round")))
     lines.append(f"reward (Eq. 12): mean over the {result['episodes']} held-out episodes (common random numbers); "
                  f"headroom = adaptive - best fixed, (paired standard error); selection: on the "

@@ -56,18 +56,19 @@ def message_record(m: Message) -> dict[str, Any]:
             "confidence": m.confidence, "verdict": int(m.verdict)}
 
 
-def _reply_record(reply: AgentReply) -> dict[str, Any]:
+def reply_record(reply: AgentReply) -> dict[str, Any]:
+    """The reply fields of a call or decision record (schema above)."""
     return {"answer": reply.answer, "confidence": reply.confidence, "text": reply.text,
             "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
             "reasoning_tokens": reply.reasoning_tokens, "tokens_estimated": bool(reply.tokens_estimated)}
 
 
-def _plain(value: Any) -> Any:
+def plain_data(value: Any) -> Any:
     """Task metadata as JSON data (numpy scalars and arrays become numbers and lists)."""
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain_data(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain_data(v) for v in value]
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, np.generic):
@@ -86,16 +87,16 @@ def episode_record(episode: Any) -> dict[str, Any]:
         calls = [{"agent": c.agent, "role": episode.roles[c.agent], "phase": c.phase, "layer": c.layer,
                   "shown": [message_record(m) for m in c.shown],
                   "own_previous": None if c.own_previous is None else message_record(c.own_previous),
-                  "verdict": int(c.verdict), **_reply_record(c.reply)}
+                  "verdict": int(c.verdict), **reply_record(c.reply)}
                  for c in res.calls]
         rounds.append({"round": res.round, "adjacency": spec.adjacency.astype(int).tolist(),
                        "active": spec.active.astype(int).tolist(), "verify": spec.verify.astype(int).tolist(),
                        "recall": None if spec.recall is None else spec.recall.astype(int).tolist(), "calls": calls})
-    decision = {"shown": [message_record(m) for m in episode.decision_shown], **_reply_record(episode.decision.reply),
+    decision = {"shown": [message_record(m) for m in episode.decision_shown], **reply_record(episode.decision.reply),
                 "accuracy": float(episode.decision.accuracy)}
     return {"schema": SCHEMA,
             "task": {"id": task.id, "domain": task.domain, "prompt": task.prompt, "reference": task.reference,
-                     "metadata": _plain(task.metadata)},
+                     "metadata": plain_data(task.metadata)},
             "n_agents": episode.n_agents, "roles": list(episode.roles), "adversaries": list(episode.adversaries),
             "rounds": rounds, "decision": decision, "team_tokens": int(episode.team_tokens),
             "reward": float(episode.episode_reward)}

@@ -22,7 +22,7 @@ from topo_env.actions import CommAction
 from topo_env.config import EnvConfig
 from topo_env.graph import PlanCache, build_adjacency_batch
 from topo_env.sim.model import (
-    ADVERSARY_LABEL, G0, U_CODE, U_SOLVE, U_VERIFY, U_WRONG, VERDICT_FAIL, VERDICT_NONE, VERDICT_PASS,
+    G0, TRAP_LABEL, U_CODE, U_DRIFT, U_SOLVE, U_TRAP, U_VERIFY, U_WRONG, VERDICT_FAIL, VERDICT_NONE, VERDICT_PASS,
     Z_CONF_ATT, Z_CONF_OUT, Z_CONTENT, Z_REASON, EpisodeNoise, draw_noise, wrong_label_cdf,
 )
 from topo_env.sim.profiles import SimProfile, get_profile
@@ -37,6 +37,7 @@ class TaskArrays:
     difficulty: np.ndarray  # (B,) float64 in [0, 1]
     latent: np.ndarray  # (B,) float64, hidden per-task ability shift ~ N(0, 1)
     prompt_tokens: np.ndarray  # (B,) int64
+    subject: np.ndarray  # (B,) int64, index into the profile's subjects
 
     @property
     def bucket(self) -> np.ndarray:
@@ -46,7 +47,8 @@ class TaskArrays:
     def from_tasks(cls, tasks: list[Task]) -> "TaskArrays":
         return cls(np.array([t.metadata["difficulty"] for t in tasks], dtype=np.float64),
                    np.array([t.metadata["latent"] for t in tasks], dtype=np.float64),
-                   np.array([t.metadata["prompt_tokens"] for t in tasks], dtype=np.int64))
+                   np.array([t.metadata["prompt_tokens"] for t in tasks], dtype=np.int64),
+                   np.array([t.metadata["subject_index"] for t in tasks], dtype=np.int64))
 
     @classmethod
     def sample(cls, rng: np.random.Generator, profile: SimProfile, batch: int) -> "TaskArrays":
@@ -55,11 +57,12 @@ class TaskArrays:
         d = rng.beta(profile.diff_a, profile.diff_b, batch)
         latent = rng.standard_normal(batch)
         z = rng.standard_normal(batch)
+        subject = rng.choice(len(profile.subjects), size=batch, p=np.array(profile.subject_probs))
         tokens = np.floor(profile.task_tokens_mean * (0.7 + 0.6 * d) * np.exp(0.2 * z) + 0.5).astype(np.int64)
-        return cls(d, latent, tokens)
+        return cls(d, latent, tokens, subject.astype(np.int64))
 
     def take(self, idx: np.ndarray) -> "TaskArrays":
-        return TaskArrays(self.difficulty[idx], self.latent[idx], self.prompt_tokens[idx])
+        return TaskArrays(*(getattr(self, f.name)[idx] for f in fields(self)))
 
 
 @dataclass(frozen=True)
@@ -186,8 +189,8 @@ class BatchSimulator:
     def __init__(self, profile: SimProfile, n_agents: int = 3, rounds: int = 2, roles: tuple[str, ...] | None = None,
                  adversarial_agents: tuple[int, ...] = (), target_rule: str = "disagree", w_acc: float = 1.25,
                  w_tok: float = 0.10, max_tokens: int = 10000, adversary_position: str = "fixed",
-                 n_adversaries: int | None = None):
-        cfg = EnvConfig(n_agents=n_agents, rounds=rounds, profile=profile.name, roles=roles,
+                 n_adversaries: int | None = None, team: tuple | None = None):
+        cfg = EnvConfig(n_agents=n_agents, rounds=rounds, profile=profile.source or profile.name, roles=roles,
                         adversarial_agents=adversarial_agents, target_rule=target_rule, w_acc=w_acc, w_tok=w_tok,
                         max_tokens=max_tokens, adversary_position=adversary_position,
                         n_adversaries=n_adversaries)  # validates
@@ -200,12 +203,18 @@ class BatchSimulator:
         self.target_rule, self.w_acc, self.w_tok, self.max_tokens = target_rule, w_acc, w_tok, max_tokens
         self._cdf = np.array(wrong_label_cdf(profile))
         self._plans = PlanCache()
+        models = profile.team_models(n_agents, team)
+        self.team = tuple(m.name for m in models)
+        self._skill = np.array(profile.skills(n_agents, team), dtype=np.float64)  # (N, S)
+        self._verbosity = [m.verbosity for m in models]
+        self._strength = np.array(profile.subject_offsets, dtype=np.float64) + self._skill  # (N, S): b_s + k_is
+        self._verif = np.array(profile.verifiability, dtype=np.float64)
 
     @classmethod
     def from_config(cls, config: EnvConfig, profile: SimProfile | None = None) -> "BatchSimulator":
         return cls(profile or get_profile(config.profile), config.n_agents, config.rounds, config.roles,
                    config.adversarial_agents, config.target_rule, config.w_acc, config.w_tok, config.max_tokens,
-                   config.adversary_position, config.n_adversaries)
+                   config.adversary_position, config.n_adversaries, config.team)
 
     # -- sampling ------------------------------------------------------------------------
     def sample(self, rng: np.random.Generator, batch: int) -> tuple[TaskArrays, EpisodeNoise]:
@@ -299,7 +308,8 @@ class BatchSimulator:
                         outside = adj[rows, :, i].astype(bool) & (comp[rows] != comp[rows, i][:, None])
                         shown = [(outside[:, j], _row_inputs(finals, rows, j)) for j in range(n) if outside[:, j].any()]
                     nz = call_noise[rows, i, 0]
-                    out = self._call(i, rows, tasks, previous, shown, nz, state.adversaries[rows, i])
+                    out = self._call(i, rows, tasks, previous, shown, nz, noise.blind[rows, i],
+                                     state.adversaries[rows, i])
                     self._store(out, rows, i, multi[rows, i], finals, drafts, verifying, nz)
                     tokens[rows, i] += out[3] + out[4]
                     calls[rows, i] += 1
@@ -318,7 +328,7 @@ class BatchSimulator:
                                                             for f in fields(Outputs)))))
                 own_draft = _row_inputs(drafts, rows, i)
                 nz = call_noise[rows, i, 1]
-                out = self._call(i, rows, tasks, own_draft, shown, nz, state.adversaries[rows, i])
+                out = self._call(i, rows, tasks, own_draft, shown, nz, noise.blind[rows, i], state.adversaries[rows, i])
                 self._store(out, rows, i, None, finals, drafts, verifying, nz)
                 tokens[rows, i] += out[3] + out[4]
                 calls[rows, i] += 1
@@ -344,108 +354,180 @@ class BatchSimulator:
         if state.previous is None:
             raise ValueError("finish() before any round: run at least one round")
         shown = [(state.ran[:, j], _row_inputs(state.previous, rows, j)) for j in range(self.n) if state.ran[:, j].any()]
-        label, _, _, prompt, completion = self._call(-1, rows, tasks, None, shown, noise.decision)
+        label, _, _, prompt, completion = self._decide(tasks, shown, noise.decision)
         tokens = state.tokens + prompt + completion
         accuracy = (label == 0).astype(np.float64)
         reward = self.w_acc * accuracy - self.w_tok * np.minimum(tokens / self.max_tokens, 1.0)
         return BatchResult(reward, accuracy, tokens, state.agent_tokens, np.stack(state.adjacency, axis=1),
                            np.stack(state.calls, axis=1), label)
 
-    def direct(self, tasks: TaskArrays, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """A single specialist answering alone once ("Base (direct)"): (accuracy, tokens).
-
-        ``noise``: (B, L), e.g. ``draw_noise(...).decision``.
-        """
-        rows = np.arange(len(tasks.difficulty))
-        label, _, _, prompt, completion = self._call_role("specialist", False, rows, tasks, None, [], noise)
+    def direct(self, tasks: TaskArrays, noise: EpisodeNoise, agent: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Agent ``agent`` answering alone once ("Base (direct)"): (accuracy, tokens), drawn from
+        ``noise.decision`` and ``noise.blind``."""
+        rows = slice(None)
+        label, _, _, prompt, completion = self._call(agent, rows, tasks, None, [], noise.decision,
+                                                     noise.blind[:, agent], False)
         return (label == 0).astype(np.float64), prompt + completion
 
     # -- the model, vectorised (mirrors topo_env.sim.model.simulate_call) ----------------
-    def _call(self, agent: int, rows, tasks, previous, shown, noise, adversarial: np.ndarray | None = None):
-        """Agent ``agent``'s call (-1: the decision node); ``adversarial``: (rows,) bool."""
-        if agent < 0:
-            return self._call_role("decider", False, rows, tasks, previous, shown, noise)
-        return self._call_role(self.roles[agent], adversarial, rows, tasks, previous, shown, noise)
+    def _call(self, agent: int, rows, tasks: TaskArrays, previous: Outputs | None,
+              shown: list[tuple[np.ndarray, Outputs]], noise: np.ndarray, blind: np.ndarray,
+              adversarial: bool | np.ndarray = False):
+        """Agent ``agent``'s call for each of ``rows`` (:func:`topo_env.sim.model.simulate_call`).
 
-    def _call_role(self, role: str, adversarial: bool | np.ndarray, rows: np.ndarray, tasks: TaskArrays,
-                   previous: Outputs | None, shown: list[tuple[np.ndarray, Outputs]], noise: np.ndarray):
-        """One call for each of ``rows``. ``adversarial``: one bool for all rows or a (rows,)
-        bool mask (adversarial rows answer ADVERSARY_LABEL, whatever they are shown).
-        ``previous``: own previous output (1-d fields) or None; ``shown``: (mask, output) per
-        sender in sender order, the mask saying in which rows that sender's output is shown.
-        Returns (label, conf, content, prompt, completion)."""
+        ``previous``: own previous output (1-d fields) or None; ``shown``: (mask, output) per sender
+        in sender order, the mask saying in which rows that sender's output is shown; ``noise`` (m, L)
+        the calls' noise, ``blind`` (m,) the agent's blind spot, ``adversarial`` one bool or an (m,)
+        mask. Returns (label, conf, content, prompt, completion)."""
         p = self.profile
-        alpha_off, rho_fac, watt_fac, content_fac = p.roles[role]
+        role_off, rec_fac, content_fac = p.roles[self.roles[agent]]
         d = tasks.difficulty[rows]
-        k = p.n_wrong + 1
+        s = tasks.subject[rows]
         m = noise.shape[0]
-        r = np.arange(m)
-        p_solve = 1.0 / (1.0 + np.exp(-(p.alpha + alpha_off - p.beta * d + p.task_spread * tasks.latent[rows])))
-        att = np.where(noise[:, U_SOLVE] < p_solve, 0, np.searchsorted(self._cdf, noise[:, U_WRONG], side="right") + 1)
-        c_att = 1.0 / (1.0 + np.exp(-(np.where(att == 0, p.mu_correct, p.mu_wrong) + p.sigma_conf * noise[:, Z_CONF_ATT])))
-        adversarial = np.broadcast_to(np.asarray(adversarial, dtype=bool), (m,))
-        if adversarial.all():
-            label = np.full(m, ADVERSARY_LABEL, np.int64)
-            conf = np.full(m, p.adversary_confidence)
+        skill = self._skill[agent][s]
+        eta = (p.alpha + self._strength[agent][s] + role_off - p.beta * (d - 0.5) + p.task_spread * tasks.latent[rows]
+               + p.blind_spread * blind)
+        if previous is None:
+            failed = np.zeros(m, bool)
+            committed = failed
         else:
-            # Candidate slots: own attempt, own previous output, then each shown sender. A
-            # label's score is the sum of the weights of the slots holding it, added in
-            # slot order (exactly the order of the scalar path).
-            labels, weights, active = [att], [p.w_att * watt_fac * c_att], [np.ones(m, bool)]
-            if previous is not None:
-                labels.append(previous.label)
-                weights.append(p.w_prev * previous.conf * self._vf(previous.verdict))
-                active.append(np.ones(m, bool))
-            peer_correct = np.zeros(m, bool)
-            for mj, out in shown:
-                lab = np.where(mj, out.label, 0)
-                labels.append(lab)
-                weights.append(np.where(mj, p.w_msg * out.conf * self._vf(out.verdict), 0.0))
-                active.append(mj)
-                peer_correct |= mj & (lab == 0)
-            total = weights[0].copy()
-            for w in weights[1:]:
-                total += w
-            bonus = np.where(peer_correct, p.rho * rho_fac * (1.0 - d), 0.0)
-            gumbel = noise[:, G0 : G0 + k]
+            failed = previous.verdict == VERDICT_FAIL
+            committed = ~failed
+            if failed.any():
+                eta = eta + np.where(failed, p.debug_gain, 0.0)
+        att = self._attempt(eta, d, noise)
+        c_att = 1.0 / (1.0 + np.exp(-(np.where(att == 0, p.mu_correct, p.mu_wrong) + p.sigma_conf * noise[:, Z_CONF_ATT])))
+        fresh_weight = p.w_fresh * c_att
+        if previous is None:
+            own, own_weight = att, fresh_weight
+        else:
+            own = np.where(committed, previous.label, att)
+            own_weight = np.where(committed, p.w_commit * previous.conf * self._vf(previous.verdict), fresh_weight)
+        adversarial = np.broadcast_to(np.asarray(adversarial, dtype=bool), (m,))
+        if adversarial.any():
+            own = np.where(adversarial, TRAP_LABEL, own)
+        # Slots: the own answer, then each shown sender. A label's score is the sum of the weights of
+        # the slots holding it, added in slot order (exactly the order of the scalar path).
+        labels, weights, slot_active = [own], [own_weight], [np.ones(m, bool)]
+        shows_right = np.zeros(m, bool)
+        shows_trap = np.zeros(m, bool)
+        has_messages = np.zeros(m, bool)
+        for mj, out in shown:
+            lab = np.where(mj, out.label, -1)
+            labels.append(lab)
+            weights.append(np.where(mj, p.w_peer * out.conf * self._vf(out.verdict), 0.0))
+            slot_active.append(mj)
+            shows_right |= lab == 0
+            shows_trap |= lab == TRAP_LABEL
+            has_messages |= mj
+        total = weights[0]
+        for w in weights[1:]:
+            total = total + w
+        # each slot's score: the summed weight of the slots holding its label (slot 0: the own answer's)
+        scores = []
+        for lab_c in labels:
+            score = weights[0] * (labels[0] == lab_c)
+            for lab_s, w_s in zip(labels[1:], weights[1:]):
+                score = score + w_s * (lab_s == lab_c)
+            scores.append(score)
+
+        # No messages: keep the own answer; a committed one drifts.
+        drift = noise[:, U_DRIFT]
+        label = np.where(committed & (own == 0) & (drift < p.drift_cw), TRAP_LABEL,
+                         np.where(committed & (own != 0) & (drift < p.drift_wc), 0, own))
+        numerator = np.where(label == own, scores[0], 0.0)  # the support's raw weight
+        if has_messages.any():
+            v = self._verif[s]
+            recognise = np.maximum(0.0, np.maximum(0.0, p.rho + p.rho_v * v) * (1.0 - p.rho_d * d) * rec_fac + skill)
+            pull = np.maximum(0.0, p.theta - p.theta_v * v) * d
+            gumbel = noise[:, G0:]
+            r = np.arange(m)
             best_val = np.full(m, -np.inf)
-            label = np.zeros(m, np.int64)
+            chosen = np.zeros(m, np.int64)
             best_score = np.zeros(m)
-            for lab_c, act_c in zip(labels, active):
-                score_c = weights[0] * (labels[0] == lab_c)
-                for lab_s, w_s in zip(labels[1:], weights[1:]):
-                    score_c = score_c + w_s * (lab_s == lab_c)
-                val = score_c + np.where(lab_c == 0, bonus, 0.0) + p.tau * gumbel[r, lab_c]
+            for lab_c, act_c, score in zip(labels, slot_active, scores):
+                val = (score + np.where((lab_c == 0) & shows_right, recognise, 0.0)
+                       + np.where((lab_c == TRAP_LABEL) & shows_trap, pull, 0.0)) + p.tau * gumbel[r, np.maximum(lab_c, 0)]
                 better = act_c & (val > best_val)
                 best_val = np.where(better, val, best_val)
-                label = np.where(better, lab_c, label)
-                best_score = np.where(better, score_c, best_score)
-            support = best_score / total
-            mu = np.where(label == 0, p.mu_correct, p.mu_wrong)
-            conf = 1.0 / (1.0 + np.exp(-(mu + p.kappa * (support - 0.5) + p.sigma_conf * noise[:, Z_CONF_OUT])))
-            if adversarial.any():  # some rows are adversaries: their answer overrides the honest one
-                label = np.where(adversarial, ADVERSARY_LABEL, label)
-                conf = np.where(adversarial, p.adversary_confidence, conf)
-        n_inputs = np.zeros(m, np.int64) + (0 if previous is None else 1)
+                chosen = np.where(better, lab_c, chosen)
+                best_score = np.where(better, score, best_score)
+            label = np.where(has_messages, chosen, label)
+            numerator = np.where(has_messages, best_score, numerator)
+        if adversarial.any():  # the adversary's own answer is the trap: slot 0
+            label = np.where(adversarial, TRAP_LABEL, label)
+            numerator = np.where(adversarial, scores[0], numerator)
+        support = np.where(total > 0.0, numerator / np.where(total > 0.0, total, 1.0), 0.0)
+        mu = np.where(label == 0, p.mu_correct, p.mu_wrong)
+        conf = 1.0 / (1.0 + np.exp(-(mu + p.kappa * (support - 0.5) + p.sigma_conf * noise[:, Z_CONF_OUT])))
+        factor = np.where(committed, np.where(has_messages, p.revisit, p.reemit), 1.0)
+        inputs = shown if previous is None else [(np.ones(m, bool), previous)] + shown
+        prompt, completion, content = self._tokens(content_fac, self._verbosity[agent], factor, d, tasks.prompt_tokens[rows],
+                                                   inputs, label, noise)
+        return label, conf, content, prompt, completion
+
+    def _attempt(self, eta: np.ndarray, d: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        p = self.profile
+        p_solve = 1.0 / (1.0 + np.exp(-eta))
+        trap = noise[:, U_TRAP] < np.minimum(1.0, p.trap_base + p.trap_slope * d)
+        other = np.searchsorted(self._cdf, noise[:, U_WRONG], side="right") + 2
+        return np.where(noise[:, U_SOLVE] < p_solve, 0, np.where(trap, TRAP_LABEL, other))
+
+    def _tokens(self, content_fac: float, verbosity: float, factor: np.ndarray, d: np.ndarray, task_tokens: np.ndarray,
+                inputs: list[tuple[np.ndarray, Outputs]], label: np.ndarray, noise: np.ndarray):
+        """(prompt, completion, content) tokens (step 6 of :mod:`topo_env.sim.model`)."""
+        p = self.profile
+        m = label.shape[0]
+        n_inputs = np.zeros(m, np.int64)
         disagree = np.zeros(m, np.int64)
         ctx = np.zeros(m, np.int64)
-        for mj, out in shown:
+        for mj, out in inputs:
             n_inputs += mj
             disagree += mj & (out.label != label)
             ctx += mj * (p.header_tokens + out.content + p.verdict_tokens * (out.verdict != VERDICT_NONE))
-        if previous is not None:
-            disagree = disagree + (previous.label != label)
-            ctx = ctx + p.header_tokens + previous.content + p.verdict_tokens * (previous.verdict != VERDICT_NONE)
         share = np.where(n_inputs > 0, disagree / np.maximum(n_inputs, 1), 0.0)
         content = np.floor(p.content_mean * content_fac * np.exp(0.3 * noise[:, Z_CONTENT]) + 0.5).astype(np.int64)
-        if role == "decider":
-            factor = p.decide_factor
-        else:
-            factor = 1.0 if previous is None else p.revisit
-        factor = factor + p.conflict * share
-        reasoning = np.floor(p.reason_mean * (0.6 + 0.8 * d) * factor * np.exp(0.4 * noise[:, Z_REASON]) + 0.5)
-        prompt = p.sys_tokens + tasks.prompt_tokens[rows] + ctx
-        completion = content + reasoning.astype(np.int64)
+        reasoning = np.floor(p.reason_mean * verbosity * (0.6 + 0.8 * d) * (factor + p.conflict * share)
+                             * np.exp(0.4 * noise[:, Z_REASON]) + 0.5)
+        prompt = p.sys_tokens + task_tokens + ctx
+        return prompt, content + reasoning.astype(np.int64), content
+
+    def _decide(self, tasks: TaskArrays, shown: list[tuple[np.ndarray, Outputs]], noise: np.ndarray):
+        """The decision node's weighted vote (:func:`topo_env.sim.model.simulate_decision`)."""
+        p = self.profile
+        m = noise.shape[0]
+        passed = [mj & (out.verdict == VERDICT_PASS) for mj, out in shown]
+        labels, weights = [], []
+        for mj, out in shown:
+            contradicted = np.zeros(m, bool)
+            for (mk, other), ok in zip(shown, passed):
+                contradicted |= ok & (other.label != out.label)
+            trust = np.where((out.verdict != VERDICT_PASS) & contradicted, p.contradicted_weight, 1.0)
+            labels.append(np.where(mj, out.label, -1))
+            weights.append(np.where(mj, out.conf * self._vf(out.verdict) * trust, 0.0))
+        gumbel = noise[:, G0:]
+        r = np.arange(m)
+        best_val = np.full(m, -np.inf)
+        label = np.full(m, TRAP_LABEL, np.int64)
+        best_score = np.zeros(m)
+        total = np.zeros(m)
+        for w in weights:
+            total = total + w
+        for lab_c in labels:
+            score = np.zeros(m)
+            for lab_s, w_s in zip(labels, weights):
+                score = score + w_s * (lab_s == lab_c)
+            val = score + p.decide_tau * gumbel[r, np.maximum(lab_c, 0)]
+            better = (lab_c >= 0) & (val > best_val)
+            best_val = np.where(better, val, best_val)
+            label = np.where(better, lab_c, label)
+            best_score = np.where(better, score, best_score)
+        support = np.where(total > 0.0, best_score / np.where(total > 0.0, total, 1.0), 0.0)
+        mu = np.where(label == 0, p.mu_correct, p.mu_wrong)
+        conf = 1.0 / (1.0 + np.exp(-(mu + p.kappa * (support - 0.5) + p.sigma_conf * noise[:, Z_CONF_OUT])))
+        _, _, content_fac = p.roles["decider"]
+        prompt, completion, content = self._tokens(content_fac, 1.0, np.full(m, p.decide_factor), tasks.difficulty,
+                                                   tasks.prompt_tokens, shown, label, noise)
         return label, conf, content, prompt, completion
 
     def _vf(self, verdict: np.ndarray) -> np.ndarray:

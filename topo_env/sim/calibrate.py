@@ -5,10 +5,10 @@ For each profile, with N=3 and the domain's rounds (math 3, code and reasoning 2
 * ``alpha`` is fitted by bisection so that one specialist answering directly reaches the
   "Base (direct)" accuracy;
 * the team effect is fitted so that the fully connected team (everyone broadcast_all every
-  round, then FinalRefer) reaches the "LLM-Debate" accuracy: a value x >= 0 is the
-  recognition bonus ``rho`` (peers showing a right answer help); x < 0 keeps ``rho = 0``
-  and raises the answer noise ``tau`` to BASE_TAU - 2x (BASE_TAU = 0.8) (peers distract: HumanEval's debate is
-  slightly worse than a single agent).
+  round, then FinalRefer) reaches the "LLM-Debate" accuracy: a value x >= 0 is the base
+  recognition ``rho`` of a right answer a peer shows; x < 0 keeps ``rho = 0`` and raises the
+  trap's pull ``theta`` to BASE_THETA - x (peers mislead: HumanEval's debate is slightly worse
+  than a single agent).
 
 Both fits use common random numbers. ``python -m topo_env.sim.calibrate`` prints the
 measured figures of the shipped profiles; ``--fit`` refits and prints the values to paste
@@ -24,7 +24,7 @@ from topo_env.sim.batch import BatchSimulator
 from topo_env.sim.profiles import PROFILES, SimProfile, with_overrides
 from topo_env.tasks import DEFAULT_ROUNDS
 
-BASE_TAU: float = SimProfile.__dataclass_fields__["tau"].default
+BASE_THETA: float = SimProfile.__dataclass_fields__["theta"].default
 
 
 def measure(profile: SimProfile, samples: int = 20000, seed: int = 0) -> dict[str, float]:
@@ -32,7 +32,7 @@ def measure(profile: SimProfile, samples: int = 20000, seed: int = 0) -> dict[st
     rounds = DEFAULT_ROUNDS[profile.domain]
     sim = BatchSimulator(profile, 3, rounds)
     tasks, noise = sim.sample(np.random.default_rng(seed), samples)
-    direct_acc, direct_tok = sim.direct(tasks, noise.decision)
+    direct_acc, direct_tok = sim.direct(tasks, noise)
     full = sim.run(np.ones((rounds, 3), np.int64), tasks, noise)
     solo = sim.run(np.zeros((rounds, 3), np.int64), tasks, noise)
     return {
@@ -48,8 +48,8 @@ def measure(profile: SimProfile, samples: int = 20000, seed: int = 0) -> dict[st
 
 
 def team_effect(x: float) -> dict[str, float]:
-    """The (rho, tau) pair that team-effect value x stands for (see module docstring)."""
-    return {"rho": x, "tau": BASE_TAU} if x >= 0 else {"rho": 0.0, "tau": BASE_TAU - 2.0 * x}
+    """The (rho, theta) pair that team-effect value x stands for (see module docstring)."""
+    return {"rho": x, "theta": BASE_THETA} if x >= 0 else {"rho": 0.0, "theta": BASE_THETA - x}
 
 
 def _bisect(f, lo: float, hi: float, iters: int = 30) -> float:
@@ -65,7 +65,7 @@ def _bisect(f, lo: float, hi: float, iters: int = 30) -> float:
 
 
 def fit(profile: SimProfile, samples: int = 20000, seed: int = 1) -> SimProfile:
-    """``profile`` with ``alpha``, ``rho`` and ``tau`` fitted to its Table 1 targets."""
+    """``profile`` with ``alpha``, ``rho`` and ``theta`` fitted to its Table 1 targets."""
     def direct_gap(alpha: float) -> float:
         return measure_direct(with_overrides(profile, alpha=alpha), samples, seed) - profile.base_accuracy
 
@@ -83,12 +83,12 @@ def fit(profile: SimProfile, samples: int = 20000, seed: int = 1) -> SimProfile:
 def measure_direct(profile: SimProfile, samples: int, seed: int) -> float:
     sim = BatchSimulator(profile, 3, 1)
     tasks, noise = sim.sample(np.random.default_rng(seed), samples)
-    return float(sim.direct(tasks, noise.decision)[0].mean())
+    return float(sim.direct(tasks, noise)[0].mean())
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fit", action="store_true", help="refit alpha / rho / tau and print them")
+    parser.add_argument("--fit", action="store_true", help="refit alpha / rho / theta and print them")
     parser.add_argument("--samples", type=int, default=20000)
     parser.add_argument("--profile", choices=sorted(PROFILES), nargs="*", default=sorted(PROFILES))
     args = parser.parse_args(argv)
@@ -97,12 +97,13 @@ def main(argv: list[str] | None = None) -> None:
     print(header)
     for name in args.profile:
         p = PROFILES[name]
-        if args.fit:
+        if args.fit and p.base_accuracy is not None:
             p = fit(p, args.samples)
-            print(f"# {name}: alpha={p.alpha}, rho={p.rho}, tau={p.tau}")
+            print(f"# {name}: alpha={p.alpha}, rho={p.rho}, theta={p.theta}", flush=True)
         m = measure(p, args.samples, seed=12345)
-        print(f"{name:<14}{m['direct_accuracy']:>8.3f}{p.base_accuracy:>8.3f}{m['full_accuracy']:>8.3f}"
-              f"{p.debate_accuracy:>8.3f}{m['solo_accuracy']:>8.3f}{m['direct_tokens']:>12.0f}"
+        targets = [("-" if t is None else f"{t:.3f}") for t in (p.base_accuracy, p.debate_accuracy)]
+        print(f"{name:<14}{m['direct_accuracy']:>8.3f}{targets[0]:>8}{m['full_accuracy']:>8.3f}"
+              f"{targets[1]:>8}{m['solo_accuracy']:>8.3f}{m['direct_tokens']:>12.0f}"
               f"{m['solo_tokens']:>10.0f}{m['full_tokens']:>10.0f}", flush=True)
 
 

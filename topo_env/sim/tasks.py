@@ -1,9 +1,19 @@
-"""Simulated tasks: a difficulty, a prompt length, answer strings and a text with a noisy cue.
+"""Simulated tasks: a subject, a difficulty, a trap, a prompt length and a text with noisy cues.
 
-Real problem statements tell a reader something about how hard they are; simulated ones do
-too. The text of a task holds ``cue_words`` words, each drawn from the vocabulary of the
-task's true difficulty bucket with probability ``cue_fidelity`` and from a random bucket
-otherwise, so a policy that reads the text can guess the difficulty, imperfectly.
+Real problem statements tell a reader what they are about and, much less reliably, how hard they
+are; simulated ones do too. The text of a task holds ``subject_cue_words`` topic words, each from the
+vocabulary of the task's true subject with probability ``subject_cue_fidelity`` and from a random
+subject otherwise, and ``difficulty_cue_words`` difficulty words, each from the true difficulty
+bucket's vocabulary with probability ``difficulty_cue_fidelity`` and from a random bucket otherwise.
+
+Fidelities (defaults in :class:`topo_env.sim.profiles.SimProfile`): with 3 topic words at 0.7 a
+majority-word reader names MMLU-Pro's subject about 90% of the time, about what a text classifier
+reads from a real question (MMLU-Pro's categories are course subjects with distinctive vocabulary);
+with 4 difficulty words at 0.3 a reader names the difficulty bucket about 45% of the time (chance
+33%): item difficulty is only weakly predictable from question text. A learned controller can only
+earn what these cues let it see.
+
+Answer label 0 is the correct answer and label 1 the task's trap (``metadata["trap"]``).
 """
 from __future__ import annotations
 
@@ -23,16 +33,44 @@ CUE_VOCAB: tuple[tuple[str, ...], ...] = (
     ("moderate", "multi-step", "careful", "combined", "several", "intermediate", "layered", "applied"),
     ("intricate", "olympiad", "subtle", "deep", "nonstandard", "tricky", "novel", "demanding"),
 )
-DOMAIN_VOCAB: dict[str, tuple[str, ...]] = {
-    "math": ("integer", "polynomial", "triangle", "sequence", "probability", "modulo", "sum", "circle", "roots"),
-    "code": ("function", "list", "string", "return", "array", "parse", "sorted", "dictionary", "loop"),
-    "reasoning": ("option", "statement", "evidence", "principle", "conclusion", "law", "theory", "cause", "effect"),
+SUBJECT_VOCAB: dict[str, tuple[str, ...]] = {
+    "math": ("equation", "integral", "matrix", "derivative"),
+    "physics": ("velocity", "momentum", "circuit", "photon"),
+    "chemistry": ("molecule", "reaction", "molar", "oxidation"),
+    "law": ("plaintiff", "statute", "contract", "tort"),
+    "engineering": ("beam", "turbine", "voltage", "load"),
+    "other": ("trivia", "practice", "custom", "general"),
+    "economics": ("inflation", "demand", "tariff", "monetary"),
+    "health": ("patient", "symptom", "dosage", "diagnosis"),
+    "psychology": ("behavior", "cognitive", "stimulus", "memory"),
+    "business": ("revenue", "accounting", "marketing", "interest"),
+    "biology": ("cell", "enzyme", "gene", "species"),
+    "philosophy": ("ethics", "argument", "Kant", "virtue"),
+    "computer science": ("algorithm", "compiler", "pointer", "complexity"),
+    "history": ("empire", "treaty", "century", "revolution"),
+    "algebra": ("polynomial", "roots", "inequality", "function"),
+    "combinatorics": ("arrangements", "choose", "paths", "subsets"),
+    "geometry": ("triangle", "circle", "angle", "tangent"),
+    "number theory": ("modulo", "divisor", "prime", "remainder"),
+    "algebra and number theory": ("polynomial", "modulo", "divisor", "roots"),
+    "string manipulation": ("string", "substring", "characters", "vowels"),
+    "list processing": ("list", "sorted", "elements", "filter"),
+    "arithmetic": ("integer", "digits", "sum", "factorial"),
+    "control logic": ("condition", "boolean", "nested", "case"),
+    "leetcode functional": ("class", "method", "array", "return"),
+    "atcoder stdin": ("input", "grid", "queries", "print"),
+    "codeforces stdin": ("testcases", "permutation", "tree", "output"),
 }
 LETTERS = "ABCDEFGHIJ"
 
 
+def subject_vocab(subject: str) -> tuple[str, ...]:
+    """Topic words of ``subject`` (a subject outside :data:`SUBJECT_VOCAB`: the words of its name)."""
+    return SUBJECT_VOCAB.get(subject) or tuple(subject.split())
+
+
 def _answer_strings(domain: str, n_labels: int, rng: random.Random, task_id: str) -> list[str]:
-    """Answer strings for labels 0..K; entry 0 is the correct one."""
+    """Answer strings for labels 0..K; entry 0 is the correct one, entry 1 the trap."""
     if domain == "reasoning":
         return rng.sample(LETTERS[:n_labels], n_labels)
     if domain == "math":
@@ -46,6 +84,8 @@ class SimTaskSource:
 
     def __init__(self, profile: SimProfile):
         self.profile = profile
+        self._subject_cdf = np.cumsum(profile.subject_probs).tolist()
+        self._subject_cdf[-1] = 1.0
 
     def task(self, split: str, index: int) -> Task:
         if split not in SPLITS:
@@ -53,22 +93,26 @@ class SimTaskSource:
         p = self.profile
         # Python's Random: seeded from a string, it is the same in every process, and it is
         # ~10x cheaper to create than a numpy Generator (one per task, at every env reset).
-        rng = random.Random(f"{p.name}/{split}/{int(index)}")
+        tasks_of = p.task_set or p.name
+        rng = random.Random(f"{tasks_of}/{split}/{int(index)}")
         d = rng.betavariate(p.diff_a, p.diff_b)
         latent, z_tokens = rng.gauss(0.0, 1.0), rng.gauss(0.0, 1.0)
+        u = rng.random()
+        subject = next(k for k, c in enumerate(self._subject_cdf) if u < c or k == len(self._subject_cdf) - 1)
         bucket = difficulty_bucket(d)
         tokens = math.floor(p.task_tokens_mean * (0.7 + 0.6 * d) * math.exp(0.2 * z_tokens) + 0.5)
+        names = p.subject_names
+        topic = []
+        for _ in range(p.subject_cue_words):
+            s = subject if rng.random() < p.subject_cue_fidelity else rng.randrange(len(names))
+            topic.append(rng.choice(subject_vocab(names[s])))
         cues = []
-        for _ in range(p.cue_words):
-            b = bucket if rng.random() < p.cue_fidelity else rng.randrange(3)
+        for _ in range(p.difficulty_cue_words):
+            b = bucket if rng.random() < p.difficulty_cue_fidelity else rng.randrange(3)
             cues.append(rng.choice(CUE_VOCAB[b]))
-        topic = [rng.choice(DOMAIN_VOCAB[p.domain]) for _ in range(5)]
-        task_id = f"{p.name}-{split}-{int(index)}"
-        text = (
-            f"[{p.name}] Problem: a {cues[0]} and {cues[1]} question about {topic[0]} and {topic[1]}. "
-            f"It involves {cues[2]} work on the {topic[2]}, a {cues[3]} {topic[3]} and a {cues[4]} {cues[5]} "
-            f"{topic[4]}. Give your final answer."
-        )
+        task_id = f"{tasks_of}-{split}-{int(index)}"
+        text = (f"[{tasks_of}] Problem: a question about {', '.join(topic)}. "
+                f"It calls for {' and '.join(cues)} work. Give your final answer.")
         choices = _answer_strings(p.domain, p.n_wrong + 1, rng, task_id)
         return Task(
             id=task_id,
@@ -79,6 +123,9 @@ class SimTaskSource:
                 "difficulty": d,
                 "latent": latent,
                 "bucket": DIFFICULTY_BUCKETS[bucket],
+                "subject": names[subject],
+                "subject_index": subject,
+                "trap": choices[1],
                 "prompt_tokens": tokens,
                 "choices": tuple(choices),
                 "profile": p.name,

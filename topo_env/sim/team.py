@@ -7,7 +7,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from topo_env.backend import AgentCall, AgentReply, Decision, Message, Verdict
-from topo_env.sim.model import EpisodeNoise, draw_noise, simulate_call, simulate_verdict, wrong_label_cdf
+from topo_env.sim.model import (
+    AgentFeatures, EpisodeNoise, TaskFeatures, draw_noise, simulate_call, simulate_decision, simulate_verdict,
+    wrong_label_cdf,
+)
 from topo_env.sim.profiles import SimProfile, get_profile
 from topo_env.sim.tasks import SimTaskSource
 from topo_env.tasks import Task
@@ -32,8 +35,11 @@ class SimTeamBackend:
 
     concurrent = False
 
-    def __init__(self, profile: SimProfile):
+    def __init__(self, profile: SimProfile, team: tuple | None = None, roles: tuple[str, ...] | None = None):
         self.profile = profile
+        self.team = team
+        self.roles = roles
+        self._team_size = 0
         self.domain = profile.domain
         self.tasks = SimTaskSource(profile)
         self._cdf = wrong_label_cdf(profile)
@@ -47,7 +53,7 @@ class SimTeamBackend:
     @classmethod
     def from_config(cls, config: EnvConfig) -> "SimTeamBackend":
         """The simulated team of ``config.profile`` (the ``"sim"`` factory of :mod:`topo_env.backends`)."""
-        return cls(get_profile(config.profile))
+        return cls(get_profile(config.profile), config.team, config.roles)
 
     # -- episode -------------------------------------------------------------------------
     def sample_task(self, rng: np.random.Generator, split: str) -> Task:
@@ -58,9 +64,10 @@ class SimTeamBackend:
         return self.tasks.task(split, index)
 
     def start_episode(self, task: Task, rng: np.random.Generator, n_agents: int, rounds: int) -> None:
-        if any(k not in task.metadata for k in ("difficulty", "latent", "prompt_tokens", "choices")):
+        needed = ("difficulty", "latent", "prompt_tokens", "choices", "subject_index")
+        if any(k not in task.metadata for k in needed):
             raise ValueError(
-                f"task {task.id!r} is not a simulated task (needs metadata 'difficulty', 'latent', 'prompt_tokens', 'choices'); "
+                f"task {task.id!r} is not a simulated task (needs metadata {list(needed)}); "
                 "use backend kind 'sim' only with tasks from topo_env.sim.tasks.SimTaskSource"
             )
         self.task = task
@@ -69,7 +76,16 @@ class SimTeamBackend:
         self._decision = self.noise.decision[0].tolist()
         self._labels = {s: k for k, s in enumerate(task.metadata["choices"])}
         self._choices = task.metadata["choices"]
-        self._task_features = (task.metadata["difficulty"], task.metadata["latent"], task.metadata["prompt_tokens"])
+        m = task.metadata
+        self._task_features = TaskFeatures(m["difficulty"], m["latent"], m["prompt_tokens"], m["subject_index"])
+        if self._team_size != n_agents:  # (N, S) skills and verbosities, computed once per team size
+            models = self.profile.team_models(n_agents, self.team)
+            self._skills = self.profile.skills(n_agents, self.team)
+            self._verbosity = [model.verbosity for model in models]
+            self._team_size = n_agents
+        s = m["subject_index"]
+        blind = self.noise.blind[0].tolist()
+        self._agents = [(self._skills[i][s], blind[i], self._verbosity[i]) for i in range(n_agents)]
 
     # -- calls ---------------------------------------------------------------------------
     def _input(self, m: Message) -> tuple[int, float, int, int]:
@@ -84,8 +100,10 @@ class SimTeamBackend:
         phase_index = 1 if call.phase == "revise" else 0
         noise = self._calls[call.round][call.agent][phase_index]
         prev = self._input(call.own_previous) if call.own_previous is not None else None
-        out = simulate_call(self.profile, self._cdf, call.role, call.adversarial, *self._task_features,
-                            prev, [self._input(m) for m in call.messages], noise)
+        skill, blind, verbosity = self._agents[call.agent]
+        agent = AgentFeatures(call.role, skill, blind, verbosity, call.adversarial)
+        out = simulate_call(self.profile, self._cdf, self._task_features, agent, prev,
+                            [self._input(m) for m in call.messages], noise)
         answer, text = self._text(call.role, out.label, out.confidence)
         return AgentReply(text=text, answer=answer, confidence=out.confidence, prompt_tokens=out.prompt_tokens,
                           completion_tokens=out.completion_tokens, content_tokens=out.content_tokens,
@@ -100,11 +118,7 @@ class SimTeamBackend:
         return verdict, text
 
     async def decide(self, task: Task, finals: tuple[Message, ...]) -> Decision:
-        out = simulate_call(
-            self.profile, self._cdf, "decider", False, task.metadata["difficulty"], task.metadata["latent"],
-            task.metadata["prompt_tokens"],
-            None, [self._input(m) for m in finals], self._decision,
-        )
+        out = simulate_decision(self.profile, self._task_features, [self._input(m) for m in finals], self._decision)
         answer, text = self._text("decider", out.label, out.confidence)
         reply = AgentReply(text=text, answer=answer, confidence=out.confidence, prompt_tokens=out.prompt_tokens,
                            completion_tokens=out.completion_tokens, content_tokens=out.content_tokens,

@@ -1,0 +1,207 @@
+"""Tests of topo_env.sim.fit: traces of a known simulated profile are fitted back to its parameters,
+the written profile runs in the env, bad input is refused in one line with exit status 2."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import topo_env
+from topo_env.sim.fit import FitError, fit, load_traces, main, write_profile
+from topo_env.sim.profiles import get_profile, with_overrides
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# The generating profile: every checked parameter is set here (not taken from profiles.py, whose values
+# are being tuned), and off the starting values the fit gets in BASE_START.
+TRUTH = dict(alpha=1.5, beta=8.0, task_spread=1.5, trap_base=0.54, trap_slope=0.49, w_fresh=0.3, w_commit=1.0,
+             w_peer=0.3, rho=0.4, rho_v=1.5, rho_d=0.25, theta=0.8, theta_v=1.3, tau=0.3, drift_cw=0.1,
+             drift_wc=0.08, mu_correct=1.4, mu_wrong=0.6, kappa=1.0, sigma_conf=0.8, decide_tau=0.1,
+             content_mean=150.0, reason_mean=800.0, revisit=0.45, reemit=0.05, conflict=0.8, sys_tokens=120,
+             header_tokens=15, blind_spread=0.5)
+BASE_START = dict(alpha=2.1, beta=6.0, task_spread=1.0, trap_base=0.4, trap_slope=0.3, w_fresh=0.15, w_peer=0.15,
+                  rho=0.0, rho_v=1.0, theta=0.46, theta_v=1.0, tau=0.2, drift_cw=0.04, drift_wc=0.15,
+                  mu_correct=1.0, mu_wrong=0.3, kappa=0.5, sigma_conf=0.6, decide_tau=0.2, content_mean=200.0,
+                  reason_mean=600.0, revisit=0.3, reemit=0.1, conflict=0.5, sys_tokens=100, header_tokens=10)
+# parameter: absolute tolerance; each must also be within 3 standard errors of the truth
+TOLERANCE = dict(alpha=0.3, beta=1.2, task_spread=0.35, trap_base=0.08, trap_slope=0.15, w_fresh=0.2, w_peer=0.08,
+                 rho=0.3, rho_v=0.5, theta=0.3, theta_v=0.6, tau=0.08, drift_cw=0.02, drift_wc=0.03,
+                 mu_correct=0.08, mu_wrong=0.08, kappa=0.25, sigma_conf=0.05, decide_tau=0.06,
+                 content_mean=7.5, reason_mean=40.0, revisit=0.05, reemit=0.02, conflict=0.15)
+EXACT = ("sys_tokens", "header_tokens")  # deterministic in the model: within +-1 token
+EPISODES, TASK_POOL = 3000, 1000
+
+
+def generate(path: Path, profile_path: Path, episodes: int, seed: int, pool: int) -> None:
+    """Episodes of random joint actions on tasks drawn from a pool (a task is met several times, as
+    in a probe of a real team), recorded as traces."""
+    env = topo_env.parallel_env(profile=str(profile_path), rounds=2)
+    env.record(str(path))
+    rng = np.random.default_rng(seed)
+    for ep in range(episodes):
+        env.reset(seed=seed * 1_000_000 + ep, options={"task": int(rng.integers(pool))})
+        while env.agents:
+            env.step({a: int(rng.integers(6)) for a in env.agents})
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fit")
+    truth = with_overrides(get_profile("mmlu_pro"), **TRUTH)
+    truth_path = tmp / "truth.yaml"
+    truth = write_profile(truth, truth_path)
+    traces = tmp / "traces.jsonl"
+    generate(traces, truth_path, EPISODES, seed=0, pool=TASK_POOL)
+    base = with_overrides(truth, **BASE_START)
+    profile, report = fit(load_traces([traces]), base)
+    out = tmp / "fitted.yaml"
+    write_profile(profile, out)
+    return dict(truth=truth, base=base, profile=profile, report=report, out=out, traces=traces, tmp=tmp)
+
+
+def rows(report):
+    return {r["parameter"]: r for r in report["parameters"]}
+
+
+@pytest.mark.parametrize("name", sorted(TOLERANCE))
+def test_parameters_are_recovered(fitted, name):
+    truth = getattr(fitted["truth"], name)
+    assert getattr(fitted["base"], name) != truth  # the fit starts elsewhere
+    row = rows(fitted["report"])[name]
+    assert row["status"] == "fitted" and row["calls"] > 0
+    value, se = row["value"], row["se"]
+    assert se is not None and 0 < se < TOLERANCE[name], (name, se)
+    assert abs(value - truth) <= TOLERANCE[name], (name, value, truth)
+    assert abs(value - truth) <= 3 * se, (name, value, truth, se)
+    assert getattr(fitted["profile"], name) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_token_constants_are_exact(fitted, name):
+    row = rows(fitted["report"])[name]
+    assert row["status"] == "fitted"
+    assert abs(row["value"] - getattr(fitted["truth"], name)) <= 1
+    assert getattr(fitted["profile"], name) == getattr(fitted["truth"], name)
+
+
+def test_verifiabilities_and_skills(fitted):
+    truth, r = fitted["truth"], rows(fitted["report"])
+    z = []
+    for s, name in enumerate(truth.subject_names):
+        row = r[f"verifiability[{name}]"]
+        assert row["status"] == "fitted"
+        assert abs(row["value"] - truth.verifiability[s]) <= 0.35, (name, row)
+        z.append((row["value"] - truth.verifiability[s]) / row["se"])
+    assert max(abs(x) for x in z) <= 3.5, z  # 14 subjects: the largest |z| of 14 normals
+    # per-agent skills: explicit in the team, and the fitted per-(agent, subject) logits track the truth's
+    models = fitted["profile"].team_models(3)
+    assert all(len(m.skills) == len(truth.subject_names) for m in models)
+    fit_cells = np.array([[m.skill(s) for s in truth.subject_names] for m in models])
+    fit_cells = fit_cells + np.array(fitted["profile"].subject_offsets)[None, :] + fitted["profile"].alpha
+    true_cells = np.array(truth.skills(3)) + np.array(truth.subject_offsets)[None, :] + truth.alpha
+    assert np.abs(fit_cells - true_cells).mean() < 0.3
+
+
+def test_unidentified_parameters_are_kept(fitted):
+    r = rows(fitted["report"])
+    for name in ("w_commit", "rho_d", "contradicted_weight", "verify_detect", "debug_gain"):
+        assert r[name]["status"] == "kept from base"
+        assert getattr(fitted["profile"], name) == getattr(fitted["base"], name)
+
+
+def test_fitted_profile_runs_in_env(fitted):
+    path = str(fitted["out"])
+    loaded = get_profile(path)
+    assert loaded.w_peer == pytest.approx(fitted["profile"].w_peer)
+    assert loaded.subjects == fitted["profile"].subjects
+    env = topo_env.parallel_env(profile=path, rounds=2)
+    rewards = []
+    for ep in range(20):
+        env.reset(seed=ep)
+        while env.agents:
+            _, rew, *_ = env.step({a: ep % 6 for a in env.agents})
+            rewards.append(sum(rew.values()))
+    assert np.isfinite(rewards).all() and env.accuracy in (0.0, 1.0)
+
+
+def test_real_like_traces(fitted, tmp_path):
+    """Traces without difficulty, latent, trap and choices (as a real team's): the trap is the most common
+    wrong attempt, difficulty is estimated, the report says so, and the update weights still come out."""
+    out = tmp_path / "real.jsonl"
+    true_traps, lines = {}, []
+    for k, line in enumerate(fitted["traces"].read_text().splitlines()):
+        if k >= 1500:
+            break
+        rec = json.loads(line)
+        meta = rec["task"]["metadata"]
+        true_traps[rec["task"]["id"]] = meta["trap"]
+        rec["task"]["metadata"] = {"subject": meta["subject"]}
+        lines.append(json.dumps(rec))
+    out.write_text("\n".join(lines) + "\n")
+    from topo_env.sim.fit import Data
+
+    data = Data(load_traces([out]), fitted["base"])
+    hits = [t.trap == true_traps[t.key] for t in data.tasks if t.trap is not None]
+    assert len(hits) > 300 and np.mean(hits) > 0.75
+    profile, report = fit(load_traces([out]), fitted["base"])
+    notes = " ".join(report["notes"])
+    assert "no difficulty" in notes and "no trap" in notes
+    r = rows(report)
+    assert abs(r["w_peer"]["value"] - TRUTH["w_peer"]) < 0.15
+    assert r["diff_a"]["status"] == "kept from base"
+    path = tmp_path / "real.yaml"
+    assert write_profile(profile, path).name == profile.name
+
+
+def test_cli_writes_profile_and_report(fitted, tmp_path, capsys):
+    small = tmp_path / "small.jsonl"
+    small.write_text("".join(fitted["traces"].read_text().splitlines(keepends=True)[:300]))
+    out = tmp_path / "p.yaml"
+    assert main([str(small), "--out", str(out), "--base", "mmlu_pro", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["episodes"] == 300 and out.is_file()
+    statuses = {r["status"] for r in result["parameters"]}
+    assert statuses == {"fitted", "kept from base"}
+    get_profile(str(out))
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "topo_env.sim.fit", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+
+
+def test_bad_trace_line(fitted, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    first = fitted["traces"].read_text().splitlines()[0]
+    rec = json.loads(first)
+    del rec["rounds"][0]["calls"][0]["answer"]
+    bad.write_text(first + "\n{not json\n")
+    with pytest.raises(FitError, match=r"bad\.jsonl:2: not JSON"):
+        load_traces([bad])
+    bad.write_text(first + "\n" + first + "\n" + json.dumps(rec) + "\n")
+    with pytest.raises(FitError, match=r"bad\.jsonl:3: field 'rounds\[0\]\.calls\[0\]' lacks \['answer'\]"):
+        load_traces([bad])
+    proc = _cli(str(bad), "--out", str(tmp_path / "x.yaml"))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "bad.jsonl:3" in lines[0] and "answer" in lines[0] and "Traceback" not in proc.stderr
+    assert not (tmp_path / "x.yaml").exists()
+
+
+def test_missing_file_and_no_usable_calls(fitted, tmp_path):
+    proc = _cli(str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "x.yaml"))
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "nope.jsonl" in proc.stderr and "does not exist" in proc.stderr
+    rec = json.loads(fitted["traces"].read_text().splitlines()[0])
+    rec["rounds"] = []
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text(json.dumps(rec) + "\n")
+    with pytest.raises(FitError, match="no usable calls"):
+        fit(load_traces([empty]), fitted["base"], where=str(empty))
+    with pytest.raises(FitError, match="empty.jsonl.*no usable calls"):
+        main([str(empty), "--out", str(tmp_path / "y.yaml")])
