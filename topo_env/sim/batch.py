@@ -310,7 +310,7 @@ class BatchSimulator:
                     nz = call_noise[rows, i, 0]
                     out = self._call(i, rows, tasks, previous, shown, nz, noise.blind[rows, i],
                                      state.adversaries[rows, i])
-                    self._store(out, rows, i, multi[rows, i], finals, drafts, verifying, nz)
+                    self._store(out, rows, i, multi[rows, i], finals, drafts, verifying, nz, tasks)
                     tokens[rows, i] += out[3] + out[4]
                     calls[rows, i] += 1
             for i in range(n):
@@ -329,7 +329,7 @@ class BatchSimulator:
                 own_draft = _row_inputs(drafts, rows, i)
                 nz = call_noise[rows, i, 1]
                 out = self._call(i, rows, tasks, own_draft, shown, nz, noise.blind[rows, i], state.adversaries[rows, i])
-                self._store(out, rows, i, None, finals, drafts, verifying, nz)
+                self._store(out, rows, i, None, finals, drafts, verifying, nz, tasks)
                 tokens[rows, i] += out[3] + out[4]
                 calls[rows, i] += 1
         return BatchState(t + 1, finals, state.tokens + tokens.sum(axis=1), state.agent_tokens + tokens,
@@ -535,22 +535,30 @@ class BatchSimulator:
         return np.where(verdict == VERDICT_PASS, p.verdict_pass_weight,
                         np.where(verdict == VERDICT_FAIL, p.verdict_fail_weight, 1.0))
 
-    def _verdict(self, label: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    def _verdict(self, label: np.ndarray, noise: np.ndarray, verifiability: np.ndarray) -> np.ndarray:
+        """(:func:`topo_env.sim.model.simulate_verdict`)."""
         p = self.profile
         if p.verifier is None:
             return np.zeros(label.shape, np.int64)
         correct = label == 0
+        detect = np.where(label == TRAP_LABEL, p.verify_detect * np.clip((1.0 + verifiability) / 2.0, 0.0, 1.0),
+                          p.verify_detect)
         v = np.where(correct, np.where(noise[:, U_VERIFY] < p.verify_pass_correct, VERDICT_PASS, VERDICT_FAIL),
-                     np.where(noise[:, U_VERIFY] < p.verify_detect, VERDICT_FAIL, VERDICT_PASS))
+                     np.where(noise[:, U_VERIFY] < detect, VERDICT_FAIL, VERDICT_PASS))
         if p.verifier == "python":
             v = np.where(noise[:, U_CODE] < p.p_wrote_code, v, VERDICT_NONE)
         return v.astype(np.int64)
 
-    def _store(self, out, rows, i, is_draft, finals: Outputs, drafts: Outputs, verifying, noise) -> None:
+    def _store(self, out, rows, i, is_draft, finals: Outputs, drafts: Outputs, verifying, noise,
+               tasks: TaskArrays) -> None:
         """Write one call's outputs: to ``drafts`` where ``is_draft`` (None: nowhere), else
         to ``finals``, with the verifier's verdict where the agent chose execute_verify."""
         label, conf, content = out[0], out[1], out[2]
-        verdict = np.where(verifying[rows, i], self._verdict(label, noise), VERDICT_NONE)
+        checked = verifying[rows, i]
+        if checked.any():
+            verdict = np.where(checked, self._verdict(label, noise, self._verif[tasks.subject[rows]]), VERDICT_NONE)
+        else:
+            verdict = np.zeros(label.shape, np.int64)
         if is_draft is None or not is_draft.any():
             parts = ((finals, rows, slice(None)),)
         else:

@@ -50,7 +50,8 @@ Which calls identify which parameters (adversaries' calls are left out of every 
   decision node.
 * **Decision node**: softmax likelihood over the finals' labels -> decide_tau, contradicted_weight
   (the latter only when a final that passed verification is contradicted).
-* **Verifier** (verified calls: round field ``verify``): verify_pass_correct, verify_detect and, for
+* **Verifier** (verified calls: round field ``verify``): verify_pass_correct, verify_detect (from
+  wrong answers other than the trap) and, for
   the python verifier, p_wrote_code as rates.
 * **Tokens**: content = completion - reasoning: log content_mean = mean of log(content / f_role);
   reasoning: nonlinear least squares of log(reasoning) on log(reason_mean verbosity (0.6 + 0.8 d)
@@ -1011,7 +1012,7 @@ def fit_verifier(p: SimProfile, calls: list[Call], report: Report) -> str | None
     else:
         report.keep("p_wrote_code", len(checked), "the tests verifier always gives a verdict")
     right = [c for c in with_verdict if c.label == 0]
-    wrong = [c for c in with_verdict if c.label != 0]
+    wrong = [c for c in with_verdict if c.label >= 2]  # the trap passes shallow checks more often (model docstring)
     for name, group, hit in (("verify_pass_correct", right, 1), ("verify_detect", wrong, -1)):
         if len(group) >= MIN_CALLS:
             r = sum(c.verdict == hit for c in group) / len(group)

@@ -47,8 +47,11 @@ One call of agent i (role r) shown its own previous output o (or nothing) and pe
    2508.17536): most of a team's gain is the vote; debate alone is close to a martingale.
 
 Verification (execute_verify): code checks pass a correct program with probability
-``verify_pass_correct`` and catch a wrong one with ``verify_detect``; math checks work the same but
-only when the agent wrote code (``p_wrote_code``), else no verdict; reasoning has no verifier.
+``verify_pass_correct`` and catch a wrong one with ``verify_detect``, the trap only with
+``verify_detect`` (1 + v_s) / 2: the plausible wrong program is the one that passes shallow visible
+tests, and more so where the subject's checks are shallow (EvalPlus, arXiv 2305.01210: HumanEval's own
+tests let many wrong programs pass); math checks work the same but only when the agent wrote code
+(``p_wrote_code``), else no verdict; reasoning has no verifier.
 
 Pinned by publications: the calibration targets (Table 1 / Table 3, :mod:`topo_env.sim.calibrate`),
 the conformity rates and their correct -> wrong share (``tests/test_sim_model.py``), self-revision
@@ -305,11 +308,14 @@ def simulate_direct(profile: SimProfile, task: TaskFeatures, agent: AgentFeature
     return simulate_call(profile, wrong_label_cdf(profile), task, agent, None, [], noise)
 
 
-def simulate_verdict(profile: SimProfile, label: int, noise: list[float]) -> int:
-    """The verifier's verdict on an output with answer ``label`` (scalar path)."""
+def simulate_verdict(profile: SimProfile, label: int, noise: list[float], verifiability: float) -> int:
+    """The verifier's verdict on an output with answer ``label`` on a subject of this verifiability
+    (scalar path). The trap passes shallow checks: it is caught with probability verify_detect
+    (1 + v_s) / 2."""
     p = profile
     if p.verifier is None or (p.verifier == "python" and noise[U_CODE] >= p.p_wrote_code):
         return VERDICT_NONE
     if label == 0:
         return VERDICT_PASS if noise[U_VERIFY] < p.verify_pass_correct else VERDICT_FAIL
-    return VERDICT_FAIL if noise[U_VERIFY] < p.verify_detect else VERDICT_PASS
+    detect = p.verify_detect * min(max((1.0 + verifiability) / 2.0, 0.0), 1.0) if label == TRAP_LABEL else p.verify_detect
+    return VERDICT_FAIL if noise[U_VERIFY] < detect else VERDICT_PASS

@@ -67,11 +67,12 @@ HUMANEVAL_SUBJECTS = (
     ("arithmetic", 35, 0.20, 0.7),
     ("control logic", 24, -0.25, -0.6),
 )
-# LiveCodeBench's sources and problem kinds: LeetCode (functional), AtCoder and Codeforces (stdin).
+# LiveCodeBench's sources and problem kinds: LeetCode (functional: many example tests checkable),
+# AtCoder and Codeforces (stdin: a few samples; Codeforces' hidden corner cases survive them).
 LIVECODEBENCH_SUBJECTS = (
-    ("leetcode functional", 45, 0.20, 0.5),
-    ("atcoder stdin", 35, 0.00, 0.2),
-    ("codeforces stdin", 20, -0.30, -0.5),
+    ("leetcode functional", 45, 0.20, 0.7),
+    ("atcoder stdin", 35, 0.00, 0.0),
+    ("codeforces stdin", 20, -0.30, -0.8),
 )
 
 
@@ -146,11 +147,11 @@ class SimProfile:
 
     name: str
     domain: str
-    # targets (Table 1, GPT-OSS:120B), used by the calibration and its test (None: no target)
-    base_accuracy: float | None
-    debate_accuracy: float | None
     # subjects: (name, relative frequency, logit offset b_s, verifiability v_s in [-1, 1])
     subjects: tuple[tuple[str, float, float, float], ...]
+    # targets (Table 1, GPT-OSS:120B), used by the calibration and its test (None: no target)
+    base_accuracy: float | None = None
+    debate_accuracy: float | None = None
     # default team: agent i is MODELS[team[i % len(team)]]
     team: tuple[str, ...] = PERSONA_TEAM
     # task distribution: difficulty d ~ Beta(diff_a, diff_b)
@@ -280,18 +281,22 @@ def _math(**kw) -> dict:
 PROFILES: dict[str, SimProfile] = {
     p.name: p
     for p in (
-        SimProfile(name="mmlu_pro", base_accuracy=0.7429, debate_accuracy=0.7857, alpha=2.141, rho=0.0, theta=0.628, **_reasoning()),
-        SimProfile(name="mmlu_pro_mixed", base_accuracy=None, debate_accuracy=None, alpha=2.141, rho=0.0, theta=0.628, team=MIXED_TEAM, task_set="mmlu_pro",
-                   **_reasoning()),
+        SimProfile(name="mmlu_pro", base_accuracy=0.7429, debate_accuracy=0.7857,
+                   alpha=2.141, rho=0.0, theta=0.628, **_reasoning()),
+        SimProfile(name="mmlu_pro_mixed", team=MIXED_TEAM, task_set="mmlu_pro",
+                   alpha=2.141, rho=0.0, theta=0.628, **_reasoning()),
         SimProfile(name="humaneval", base_accuracy=0.9004, debate_accuracy=0.8963, diff_a=0.9, diff_b=2.2,
                    alpha=2.224, rho=0.0, theta=0.908, subjects=HUMANEVAL_SUBJECTS, **_code()),
         SimProfile(name="livecodebench", base_accuracy=0.8875, debate_accuracy=0.9200, diff_a=1.0, diff_b=1.8,
-                   alpha=2.329, rho=0.053, theta=0.32, subjects=LIVECODEBENCH_SUBJECTS, **_code()),
-        SimProfile(name="aime25", base_accuracy=0.2333, debate_accuracy=0.3000, alpha=-0.957, rho=0.0, theta=1.565, **_math()),
-        SimProfile(name="aime26", base_accuracy=0.2000, debate_accuracy=0.3667, alpha=-1.315, rho=0.0, theta=0.56, **_math()),
-        SimProfile(name="hmmt25", base_accuracy=0.2667, debate_accuracy=0.3333, alpha=-0.311, rho=0.0, theta=0.826,
-                   **_math(subjects=HMMT_SUBJECTS)),
-        SimProfile(name="beyond_aime", base_accuracy=0.1800, debate_accuracy=0.2800, alpha=-1.54, rho=0.0, theta=1.454, **_math()),
+                   alpha=2.329, rho=0.458, theta=0.32, subjects=LIVECODEBENCH_SUBJECTS, **_code()),
+        SimProfile(name="aime25", base_accuracy=0.2333, debate_accuracy=0.3000,
+                   alpha=-0.957, rho=0.0, theta=1.565, **_math()),
+        SimProfile(name="aime26", base_accuracy=0.2000, debate_accuracy=0.3667,
+                   alpha=-1.315, rho=0.0, theta=0.56, **_math()),
+        SimProfile(name="hmmt25", base_accuracy=0.2667, debate_accuracy=0.3333,
+                   alpha=-0.311, rho=0.0, theta=0.826, **_math(subjects=HMMT_SUBJECTS)),
+        SimProfile(name="beyond_aime", base_accuracy=0.1800, debate_accuracy=0.2800,
+                   alpha=-1.54, rho=0.0, theta=1.454, **_math()),
     )
 }
 
@@ -395,7 +400,7 @@ def load_profile(path) -> SimProfile:
         raise bad("domain", f"{values['domain']!r} is not one of ['code', 'math', 'reasoning']")
     try:
         profile = SimProfile(**values, source=str(path))
-        profile.team_models(1)
+        profile.team_models(len(profile.team))
     except (TypeError, ValueError) as e:
         raise bad("team", str(e)) from None
     return profile

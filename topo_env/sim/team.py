@@ -84,6 +84,7 @@ class SimTeamBackend:
             self._verbosity = [model.verbosity for model in models]
             self._team_size = n_agents
         s = m["subject_index"]
+        self._verifiability = self.profile.verifiability[s]
         blind = self.noise.blind[0].tolist()
         self._agents = [(self._skills[i][s], blind[i], self._verbosity[i]) for i in range(n_agents)]
 
@@ -112,7 +113,7 @@ class SimTeamBackend:
     async def verify(self, call: AgentCall, reply: AgentReply, phase_index: int) -> tuple[Verdict, str]:
         noise = self._calls[call.round][call.agent][phase_index]
         label = self._labels.get(reply.answer, 1)
-        verdict = Verdict(simulate_verdict(self.profile, label, noise))
+        verdict = Verdict(simulate_verdict(self.profile, label, noise, self._verifiability))
         tool = {"tests": "visible tests", "python": "python check"}.get(self.profile.verifier, "")
         text = "" if verdict == Verdict.NONE else f"[{tool}] {'passed' if verdict == Verdict.PASS else 'failed'}"
         return verdict, text
