@@ -35,6 +35,7 @@ from tqdm import tqdm
 from learners.buffer import EpisodeReplayBuffer
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
 from learners.evaluation import QMIXPolicy, evaluate, paired_differences
+from learners.inflight import EpisodesInFlight, sibling_envs
 from learners.evaluation import config_overrides as _flatten  # a saved config as --set overrides (--resume)
 from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner, EpisodeStats
@@ -52,6 +53,7 @@ from topo_env.plots import draw_episodes, plot_action_distribution, plot_learnin
 
 
 RESUME_OVERRIDABLE = frozenset({"train.token_budget", "train.eval_episodes", "train.checkpoint_every",
+                                "train.episodes_in_flight",
                                 "train.oracle_samples", "env.backend.base_url", "env.backend.timeout_s",
                                 "env.backend.max_retries", "env.backend.backoff_s", "env.backend.max_concurrency"})
 """Keys that ``--set`` may change on ``--resume``: budgets and reporting, and where and how patiently
@@ -92,7 +94,7 @@ def setting_name(cfg: ExperimentConfig) -> str:
 
 class GracefulStop:
     """While alive, the first SIGINT only sets ``requested``; the training loop then ends the
-    episode in flight, writes a checkpoint and exits. A second SIGINT interrupts at once."""
+    episodes in flight, writes a checkpoint and exits. A second SIGINT interrupts at once."""
 
     def __init__(self):
         self.requested = False
@@ -120,15 +122,16 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def validate(env: TopologyParallelEnv, learner: QMIXLearner, cfg: ExperimentConfig, validation: dict,
+def validate(envs: list[TopologyParallelEnv], learner: QMIXLearner, cfg: ExperimentConfig, validation: dict,
              episode: int, device: torch.device, writer: SummaryWriter) -> int:
     """Score the greedy policy of the current network on the validation episodes (train-split
-    tasks, the same seeds every time) and keep a copy of the network if it is the best so far.
+    tasks, the same seeds every time; ``envs``: the env and its siblings, one per episode in
+    flight) and keep a copy of the network if it is the best so far.
     ``validation``: ``{"history": [{"episode", "reward"}, ...], "best": {"episode", "reward",
     "agent": state_dict} or None}``, updated in place. Returns the tokens the checks spent (they
     count toward ``train.token_budget``)."""
-    figures, _ = evaluate(env, QMIXPolicy(learner.agent, device), cfg.train.validate_episodes,
-                          seed=cfg.train.seed + VALIDATION_SEED_OFFSET, split="train", progress=False)
+    figures, _ = evaluate(envs[0], QMIXPolicy(learner.agent, device), cfg.train.validate_episodes,
+                          seed=cfg.train.seed + VALIDATION_SEED_OFFSET, split="train", progress=False, siblings=envs[1:])
     validation["history"].append({"episode": episode, "reward": figures["reward"]})
     writer.add_scalar("validation/reward", figures["reward"], episode)
     if validation["best"] is None or figures["reward"] > validation["best"]["reward"]:
@@ -197,11 +200,16 @@ def main(argv: list[str] | None = None) -> int:
     obs_dim, state_dim = train_env.obs_builder.dim, train_env.obs_builder.state_dim
     learner = QMIXLearner(obs_dim, state_dim, n, N_ACTIONS, cfg.learner, device)
     buffer = EpisodeReplayBuffer(cfg.learner.buffer_size, rounds, n, obs_dim, state_dim, N_ACTIONS)
-    runner = EpisodeRunner(train_env, learner.agent, device)
     if args.trace_out:
         train_env.record(args.trace_out)
-    # validation episodes run on their own env instance, so training episodes are untouched
-    validation_env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="train")) if cfg.train.validate_every else None
+    # K episodes in flight: K envs of each kind sharing one client; training episodes play on a
+    # snapshot of the weights taken at their launch (learners.inflight)
+    k_in_flight = cfg.train.episodes_in_flight
+    train_envs, eval_envs = sibling_envs(train_env, k_in_flight), sibling_envs(eval_env, k_in_flight)
+    runners = [EpisodeRunner(env, copy.deepcopy(learner.agent), device) for env in train_envs]
+    # validation episodes run on their own env instances, so training episodes are untouched
+    validation_envs = (sibling_envs(TopologyParallelEnv(dataclasses.replace(cfg.env, split="train")), k_in_flight)
+                       if cfg.train.validate_every else [])
     validation = {"history": [], "best": None}
     start = 0
     if checkpoint is not None:
@@ -221,69 +229,87 @@ def main(argv: list[str] | None = None) -> int:
     curves: list[dict] = list(checkpoint.get("curves", [])) if checkpoint is not None else []  # log_window's points
     losses: list[dict] = []
     warmup = max(cfg.train.warmup_episodes, cfg.learner.batch_size)
-    bar = tqdm(range(start, cfg.train.episodes), initial=start, total=cfg.train.episodes, desc="train",
-               disable=args.no_progress, file=sys.stderr)
+    bar = tqdm(initial=start, total=cfg.train.episodes, desc="train", disable=args.no_progress, file=sys.stderr)
     if cfg.learner.compile:
         print("learner.compile: the first update compiles it (about 30 s on 2 cores; inductor caches the result "
               "for later runs)", file=sys.stderr)
     started = time.perf_counter()
-    stop = GracefulStop()  # Ctrl-C finishes the current episode, checkpoints, and exits
+    stop = GracefulStop()  # Ctrl-C finishes the episodes in flight, checkpoints, and exits
     tokens_spent = int(checkpoint.get("tokens_spent", 0)) if checkpoint is not None else 0  # toward token_budget
-    episode, untouched = start, True  # untouched: learner and replay hold exactly `episode` episodes
+    overshoot = 0  # episodes in flight when the token budget was reached (they finish: their tokens are spent)
+    committed, untouched = start, True  # untouched: learner and replay hold exactly `committed` episodes
+    rollouts = EpisodesInFlight(train_envs)
+
+    def launch(env: TopologyParallelEnv, slot: int, j: int):
+        """Episode j, launched once episode j - K is committed: played with the weights of now."""
+        runner = runners[slot]
+        runner.agent.load_state_dict(learner.agent.state_dict())
+        return runner.arun(epsilon_at(j, cfg), episode_rng(seed, EXPLORATION_STREAM, j), seed=training_env_seed(seed, j),
+                           team_explore=cfg.learner.team_explore, deviation_explore=cfg.learner.deviation_explore,
+                           deviation_rank_decay=cfg.learner.deviation_rank_decay, policy_version=committed)
+
+    played = rollouts.play(range(start, cfg.train.episodes), launch)  # episodes in index order
     try:
-        for episode in bar:
-            untouched = True
+        for episode, (record, stats) in played:
+            untouched = False
             epsilon = epsilon_at(episode, cfg)
             learner.set_lr(lr_at(episode, cfg))
-            record, stats = runner.run(epsilon, episode_rng(seed, EXPLORATION_STREAM, episode),
-                                       seed=training_env_seed(seed, episode),
-                                       team_explore=cfg.learner.team_explore,
-                                       deviation_explore=cfg.learner.deviation_explore,
-                                       deviation_rank_decay=cfg.learner.deviation_rank_decay)
-            untouched = False
             buffer.add(record)
+            bar.update(1)
             if len(buffer) >= warmup and episode % cfg.learner.episodes_per_update == 0:
                 sample_rng = episode_rng(seed, REPLAY_STREAM, episode)
                 for _ in range(cfg.learner.updates_per_episode):
                     losses.append(learner.update(buffer.sample(cfg.learner.batch_size, sample_rng)))
             if cfg.train.validate_every and (episode + 1) % cfg.train.validate_every == 0:
-                tokens_spent += validate(validation_env, learner, cfg, validation, episode + 1, device, writer)
+                tokens_spent += validate(validation_envs, learner, cfg, validation, episode + 1, device, writer)
             window.append(stats)
             tokens_spent += stats.tokens
             if cfg.train.token_budget and tokens_spent >= cfg.train.token_budget and not stop.requested:
-                print(f"\ntoken budget reached ({tokens_spent} >= {cfg.train.token_budget})", file=sys.stderr)
+                overshoot = rollouts.in_flight  # episodes started before the budget was reached
+                print(f"\ntoken budget reached ({tokens_spent} >= {cfg.train.token_budget})"
+                      + (f"; finishing the {rollouts.in_flight} episode(s) already in flight (started before it was "
+                         "reached), which add their tokens" if rollouts.in_flight else ""), file=sys.stderr)
                 stop.requested = True
+            if stop.requested:  # a budget or a Ctrl-C: launch nothing more, finish what is in flight
+                rollouts.stop_launching()
             if (episode + 1) % cfg.train.log_every == 0:
                 curves.append(log_window(writer, window, losses, epsilon, episode + 1, rounds))
                 bar.set_postfix(reward=f"{np.mean([s.reward for s in window]):.3f}",
                                 acc=f"{np.mean([s.accuracy for s in window]):.2f}",
                                 tokens=f"{np.mean([s.tokens for s in window]):.0f}", eps=f"{epsilon:.2f}")
                 window, losses = [], []
-            if (episode + 1) % cfg.train.checkpoint_every == 0 or stop.requested:
+            stopping = stop.requested and not rollouts.in_flight
+            if (episode + 1) % cfg.train.checkpoint_every == 0 or stopping:
                 save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, episode + 1, curves, tokens_spent,
                                 validation)
-            if stop.requested:
+            committed, untouched = episode + 1, True
+            if stopping:
+                if overshoot:
+                    print(f"token budget: {tokens_spent} tokens spent of {cfg.train.token_budget}, the overshoot "
+                          f"from the {overshoot} episode(s) started before it was reached", file=sys.stderr)
                 print(f"\nstopped: checkpoint at episode {episode + 1} in {out_dir}; continue with --resume {out_dir}")
                 return 130
-    except KeyboardInterrupt:  # a second Ctrl-C: the episode in flight is lost, the last checkpoint stands
+    except KeyboardInterrupt:  # a second Ctrl-C: the episodes in flight are lost, the last checkpoint stands
         print(f"\ninterrupted; continue from the last checkpoint with --resume {out_dir}")
         return 130
     except BackendUnavailable:  # no server from the start: nothing to keep; its own one-line message
         raise
     except BackendFailed as err:  # the team's server went down: keep what completed, say how to go on
         if untouched:
-            save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, episode, curves, tokens_spent, validation)
-            kept = f"saved a checkpoint after the {episode} completed episodes"
+            save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, committed, curves, tokens_spent, validation)
+            kept = f"saved a checkpoint after the {committed} completed episodes"
         else:
             kept = "the last periodic checkpoint stands"
-        raise RunError(f"the team's backend failed in training episode {episode + 1} ({err}); {kept} in {out_dir}: "
+        raise RunError(f"the team's backend failed in training episode {committed + 1} ({err}); {kept} in {out_dir}: "
                        f"continue with --resume {out_dir} once it serves again (add --set "
                        "env.backend.base_url=... if its address changed)") from None
     finally:
+        played.close()  # cancels the episodes still in flight, if any
+        bar.close()
         stop.restore()
     train_seconds = time.perf_counter() - started
     if cfg.train.validate_every and (not validation["history"] or validation["history"][-1]["episode"] != cfg.train.episodes):
-        tokens_spent += validate(validation_env, learner, cfg, validation, cfg.train.episodes, device, writer)  # the last network
+        tokens_spent += validate(validation_envs, learner, cfg, validation, cfg.train.episodes, device, writer)  # the last network
     save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, cfg.train.episodes, curves, tokens_spent,
                     validation)
     # the evaluated policy: the network that validated best (with validation), else the last one
@@ -303,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         for policy in qmix_policies + [make_baseline(name) for name in BASELINES]:
             results[policy.name], traces[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes,
                                                                  seed=eval_seed, split="eval",
-                                                                 progress=not args.no_progress)
+                                                                 progress=not args.no_progress, siblings=eval_envs[1:])
     except BackendUnavailable:
         raise
     except BackendFailed as err:
@@ -325,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         for policy in (fixed, bucket):
             results[policy.name], traces[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes,
                                                                  seed=eval_seed, split="eval",
-                                                                 progress=not args.no_progress)
+                                                                 progress=not args.no_progress, siblings=eval_envs[1:])
         results["oracle_fixed"]["sequence"] = oracle["fixed"]["sequence"]
         results["oracle_bucket"]["sequences"] = {b: v["sequence"] for b, v in oracle["bucket"]["buckets"].items()}
     paired = paired_differences(traces)  # qmix minus each policy, episode by episode

@@ -69,9 +69,9 @@ class LLMTeamBackend:
     concurrent = True
 
     def __init__(self, domain: str, llm: LLMSettings, tasks: TaskPool, roles: Sequence[str],
-                 personas: Sequence[str] | None = None):
+                 personas: Sequence[str] | None = None, client: LLMClient | None = None):
         self.domain, self.tasks = domain, tasks
-        self.client = LLMClient(llm)
+        self.client = client if client is not None else LLMClient(llm)  # shared by sibling() teams
         self.roles = tuple(roles)
         self.personas = tuple(personas) if personas else default_personas(domain, self.roles)
         if len(self.personas) != len(self.roles):
@@ -91,6 +91,12 @@ class LLMTeamBackend:
             raise ConfigError(f"backend.dataset={backend.dataset!r} holds no {config.domain} tasks")
         pool = TaskPool(tasks, train_size=min(backend.train_size, len(tasks) - 1))
         return cls(config.domain, backend, pool, config.roles, config.personas)
+
+    def sibling(self) -> "LLMTeamBackend":
+        """The same team for another episode in flight: its own episode state, this team's
+        tasks and :class:`~agents_llm.client.LLMClient` (one connection pool, one
+        ``max_concurrency`` for all episodes)."""
+        return LLMTeamBackend(self.domain, self.client.config, self.tasks, self.roles, self.personas, self.client)
 
     def sample_task(self, rng: np.random.Generator, split: str) -> Task:
         return self.tasks.sample(rng, split)

@@ -13,7 +13,9 @@ class EpisodeRecord:
     ``obs[t]`` / ``state[t]`` / ``adjacency[t]`` / ``mask[t]`` are what the agents saw
     *before* choosing round t's actions (``adjacency[t]`` is the previous round's graph,
     zeros at t = 0); ``actions[t]`` what they chose; ``reward[t]`` the team reward of round t;
-    ``terminated[t]`` True after the last round.
+    ``terminated[t]`` True after the last round. ``policy_version``: the number of committed
+    episodes whose updates were in the weights that played it (with K episodes in flight,
+    ``max(0, j - K + 1)`` for episode j; :mod:`learners.inflight`).
     """
 
     obs: np.ndarray  # (T, N, D) float32
@@ -23,6 +25,7 @@ class EpisodeRecord:
     actions: np.ndarray  # (T, N) int64
     reward: np.ndarray  # (T,) float32
     terminated: np.ndarray  # (T,) bool
+    policy_version: int = 0
 
 
 class EpisodeReplayBuffer:
@@ -44,6 +47,7 @@ class EpisodeReplayBuffer:
             "reward": np.zeros((capacity, t), np.float32),
             "terminated": np.zeros((capacity, t), bool),
         }
+        self.policy_version = np.zeros(capacity, np.int64)  # per slot, the version that played it
         self.position = 0  # where the next episode goes
         self.size = 0
 
@@ -53,6 +57,7 @@ class EpisodeReplayBuffer:
     def add(self, episode: EpisodeRecord) -> None:
         for name in self.FIELDS:
             self.data[name][self.position] = getattr(episode, name)
+        self.policy_version[self.position] = episode.policy_version
         self.position = (self.position + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)
 
@@ -66,7 +71,8 @@ class EpisodeReplayBuffer:
 
     def state_dict(self) -> dict:
         return {"position": self.position, "size": self.size,
-                "data": {k: v[: self.size].copy() for k, v in self.data.items()}}
+                "data": {k: v[: self.size].copy() for k, v in self.data.items()},
+                "policy_version": self.policy_version[: self.size].copy()}
 
     def load_state_dict(self, state: dict) -> None:
         size = int(state["size"])
@@ -74,4 +80,5 @@ class EpisodeReplayBuffer:
             raise ValueError(f"buffer state holds {size} episodes, capacity is {self.capacity}")
         for k, v in state["data"].items():
             self.data[k][:size] = v
+        self.policy_version[:size] = state.get("policy_version", np.zeros(size, np.int64))  # older checkpoints: 0
         self.position, self.size = int(state["position"]), size

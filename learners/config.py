@@ -144,6 +144,17 @@ class TrainConfig:
             ``validate_episodes`` validation episodes: train-split tasks with fixed seeds, the
             same at every check, never the held-out ones. The best-scoring network is the
             policy evaluated at the end (0: no validation; the final network is evaluated).
+        episodes_in_flight: K, the episodes played at once (training, validation and the
+            held-out evaluation), on K env instances sharing one LLM client and its
+            ``env.backend.max_concurrency`` (:mod:`learners.inflight`). 1 (the default) is the
+            sequential run; for LLM backends use e.g. 16 (and ``max_concurrency`` >= the calls
+            the server batches), so the server sees many requests at once. Episode k's task and
+            noise do not depend on K; training episode j is played with the weights after the
+            first ``max(0, j - K + 1)`` episodes (its ``policy_version`` in the replay), so a run
+            is deterministic for any K and K = 1 is the sequential run bit for bit. Budget and
+            Ctrl-C stops let the episodes already in flight finish (at most K - 1 more). A run
+            resumed with K > 1 restarts the pipeline (its first K episodes share one policy
+            version), so only K = 1 resumes into exactly the uninterrupted run.
     """
 
     episodes: int = 2000
@@ -157,9 +168,11 @@ class TrainConfig:
     token_budget: int = 0
     validate_every: int = 0
     validate_episodes: int = 1000
+    episodes_in_flight: int = 1
 
     def __post_init__(self) -> None:
-        for key in ("episodes", "eval_episodes", "checkpoint_every", "log_every", "validate_episodes"):
+        for key in ("episodes", "eval_episodes", "checkpoint_every", "log_every", "validate_episodes",
+                    "episodes_in_flight"):
             _check_int(self, key, 1)
         for key in ("seed", "warmup_episodes", "oracle_samples", "token_budget", "validate_every"):
             _check_int(self, key, 0)

@@ -19,7 +19,9 @@ baselines' ``Policy`` protocol (greedy: the same actions as ``EpisodeRunner.run(
 """
 from __future__ import annotations
 
+import copy
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -27,12 +29,14 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 from pettingzoo.utils import BaseParallelWrapper
+from tqdm import tqdm
 
 from learners.agent_network import AgentQNetwork
 from learners.config import ExperimentConfig, load_experiment
+from learners.inflight import EpisodesInFlight
 from learners.runner import select_actions
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
-from topo_env.baselines import Policy, agent_index, evaluate_policy
+from topo_env.baselines import EpisodeFigures, Policy, agent_index, evaluate_policy, play_episode, policy_figures
 from topo_env.config import ConfigError, nest_legacy_backend
 from topo_env.seeding import policy_rng
 
@@ -161,13 +165,33 @@ def summarize_traces(traces: Sequence[EpisodeTrace], rounds: int,
 
 
 def evaluate(env, policy: Policy, episodes: int, seed: int, split: str = "eval", progress: bool = True,
-             watch: Sequence[Sequence[int]] | None = None) -> tuple[dict[str, Any], list[EpisodeTrace]]:
+             watch: Sequence[Sequence[int]] | None = None,
+             siblings: Sequence[Any] = ()) -> tuple[dict[str, Any], list[EpisodeTrace]]:
     """Score ``policy`` on ``episodes`` episodes of ``env`` (episode k: env seed ``seed + k``)
     with :func:`~topo_env.baselines.evaluate_policy`; returns its figures merged with
-    :func:`summarize_traces` of the same episodes, and the episodes' traces."""
-    recorder = TraceRecorder(env)
-    figures = evaluate_policy(recorder, policy, episodes, seed=seed, split=split, progress=progress)
-    return {**figures, **summarize_traces(recorder.traces, env.rounds, watch)}, recorder.traces
+    :func:`summarize_traces` of the same episodes, and the episodes' traces.
+
+    ``siblings``: more envs of ``env``'s config (:func:`learners.inflight.sibling_envs`) to keep
+    ``1 + len(siblings)`` episodes in flight, each env with its own copy of ``policy``; every
+    episode's figures and trace are those of the sequential evaluation (an episode depends on
+    its seed only), in episode order."""
+    if not siblings:
+        recorder = TraceRecorder(env)
+        figures = evaluate_policy(recorder, policy, episodes, seed=seed, split=split, progress=progress)
+        return {**figures, **summarize_traces(recorder.traces, env.rounds, watch)}, recorder.traces
+    if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
+        raise ValueError(f"episodes={episodes!r}: must be an integer >= 1")
+    envs = [env, *siblings]
+    policies = [policy] + [copy.deepcopy(policy) for _ in siblings]
+
+    async def play(slot_env, slot: int, k: int) -> tuple[EpisodeFigures, EpisodeTrace]:
+        played = await play_episode(slot_env, policies[slot], int(seed) + k, split, slot_env.astep)
+        return played, trace_of(slot_env, played.reward, played.last_info)
+
+    done = list(tqdm(EpisodesInFlight(envs).play(range(int(episodes)), play), total=int(episodes),
+                     desc=f"evaluate {policy.name}", disable=not progress, file=sys.stderr))
+    traces = [trace for _, (_, trace) in done]
+    return {**policy_figures([played for _, (played, _) in done]), **summarize_traces(traces, env.rounds, watch)}, traces
 
 
 def paired_difference(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:

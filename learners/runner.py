@@ -9,6 +9,7 @@ import torch
 
 from learners.agent_network import AgentQNetwork
 from learners.buffer import EpisodeRecord
+from topo_env.engine import run_to_end
 from topo_env.env import TopologyParallelEnv
 
 
@@ -102,9 +103,24 @@ class EpisodeRunner:
 
     def run(self, epsilon: float, rng: np.random.Generator, seed: int | None = None,
             options: dict | None = None, team_explore: float = 0.0, deviation_explore: float = 0.0,
-            deviation_rank_decay: float = 1.0) -> tuple[EpisodeRecord, EpisodeStats]:
+            deviation_rank_decay: float = 1.0, policy_version: int = 0) -> tuple[EpisodeRecord, EpisodeStats]:
         """One episode; ``epsilon`` and the exploration shares as in :func:`select_actions`
-        (epsilon 0: greedy)."""
+        (epsilon 0: greedy); ``policy_version`` is stored in the record."""
+        return run_to_end(self._play(epsilon, rng, seed, options, team_explore, deviation_explore,
+                                     deviation_rank_decay, policy_version, step=None))
+
+    async def arun(self, epsilon: float, rng: np.random.Generator, seed: int | None = None,
+                   options: dict | None = None, team_explore: float = 0.0, deviation_explore: float = 0.0,
+                   deviation_rank_decay: float = 1.0, policy_version: int = 0) -> tuple[EpisodeRecord, EpisodeStats]:
+        """:meth:`run` as a coroutine (through the env's
+        :meth:`~topo_env.env.TopologyParallelEnv.astep`), for episodes in flight on one event loop
+        (:mod:`learners.inflight`)."""
+        return await self._play(epsilon, rng, seed, options, team_explore, deviation_explore, deviation_rank_decay,
+                                policy_version, step=self.env.astep)
+
+    async def _play(self, epsilon, rng, seed, options, team_explore, deviation_explore, deviation_rank_decay,
+                    policy_version, step) -> tuple[EpisodeRecord, EpisodeStats]:
+        """The episode; ``step``: ``env.astep`` (awaited), or None for ``env.step`` (nothing awaited)."""
         env, n, t_len = self.env, len(self.names), self.env.rounds
         self.agent.eval()  # greedy or not, rollouts never use training-mode layers
         obs_dict, infos = env.reset(seed=seed, options=options)
@@ -122,7 +138,8 @@ class EpisodeRunner:
                                        torch.as_tensor(adjacency, device=self.device)[None], hidden)
             q = q[0].cpu().numpy()
             actions = select_actions(q, mask, epsilon, rng, team_explore, deviation_explore, deviation_rank_decay)
-            obs_dict, rewards, terms, _, infos = env.step({a: int(actions[i]) for i, a in enumerate(self.names)})
+            joint = {a: int(actions[i]) for i, a in enumerate(self.names)}
+            obs_dict, rewards, terms, _, infos = env.step(joint) if step is None else await step(joint)
             rec["obs"].append(obs)
             rec["adjacency"].append(adjacency)
             rec["mask"].append(mask)
@@ -134,6 +151,7 @@ class EpisodeRunner:
             obs=np.stack(rec["obs"]).astype(np.float32), state=np.stack(rec["state"]).astype(np.float32),
             adjacency=np.stack(rec["adjacency"]), mask=np.stack(rec["mask"]), actions=np.stack(rec["actions"]),
             reward=np.array(rec["reward"], np.float32), terminated=np.array(rec["terminated"], bool),
+            policy_version=int(policy_version),
         )
         info = infos[self.names[0]]
         graphs = np.stack(rec["adjacency"][1:] + [np.stack([infos[a]["sent_to"] for a in self.names])]).astype(np.int8)

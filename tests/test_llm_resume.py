@@ -41,7 +41,7 @@ def test_llm_run_stopped_and_resumed_equals_straight_run(tmp_path, monkeypatch):
     with FakeOpenAIServer([("ok", reply, {"prompt_tokens": 9, "completion_tokens": 4})]) as server:
         assert train(tmp_path / "straight", server, data, tmp_path / "cache_a.sqlite") == 0
         with monkeypatch.context() as m:
-            original, calls = EpisodeRunner.run, {"n": 0}
+            original, calls = EpisodeRunner.arun, {"n": 0}
 
             def run(self, *args, **kwargs):
                 calls["n"] += 1
@@ -49,7 +49,7 @@ def test_llm_run_stopped_and_resumed_equals_straight_run(tmp_path, monkeypatch):
                     os.kill(os.getpid(), signal.SIGINT)
                 return original(self, *args, **kwargs)
 
-            m.setattr(EpisodeRunner, "run", run)
+            m.setattr(EpisodeRunner, "arun", run)
             assert train(tmp_path / "resumed", server, data, tmp_path / "cache_b.sqlite") == 130
         requests_at_stop = len(server.requests)
         ck = torch.load(tmp_path / "resumed" / "checkpoint.pt", weights_only=False)

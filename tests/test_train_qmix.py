@@ -180,8 +180,9 @@ def test_validation_selects_the_best_network_and_leaves_training_untouched(tmp_p
     real_evaluate = train_qmix.evaluate
     calls, validation_tokens = [], []
 
-    def scripted(env, policy, episodes, seed, split="eval", progress=True, watch=None):
-        figures, traces = real_evaluate(env, policy, episodes, seed, split=split, progress=progress, watch=watch)
+    def scripted(env, policy, episodes, seed, split="eval", progress=True, watch=None, siblings=()):
+        figures, traces = real_evaluate(env, policy, episodes, seed, split=split, progress=progress, watch=watch,
+                                        siblings=siblings)
         if split == "train":  # a validation check
             calls.append((episodes, seed))
             validation_tokens.append(figures["total_tokens"])
@@ -274,7 +275,7 @@ def test_ctrl_c_finishes_the_episode_then_resume_equals_straight_run(straight_ru
     straight run."""
     out = tmp_path / "interrupted"
     with monkeypatch.context() as m:
-        _interrupt_at_call(m, EpisodeRunner, "run", 26, signal_instead=True)
+        _interrupt_at_call(m, EpisodeRunner, "arun", 26, signal_instead=True)
         assert train(out, "--episodes", "40", *FIXED_SCHEDULE) == 130
     ck = load_learner_state(out)
     assert ck["episode"] == 26
@@ -284,7 +285,7 @@ def test_ctrl_c_finishes_the_episode_then_resume_equals_straight_run(straight_ru
     assert load_results(out)["eval"] == load_results(straight_run)["eval"]
 
 
-@pytest.mark.parametrize("owner, name, call", [(EpisodeRunner, "run", 26), (QMIXLearner, "update", 19)])
+@pytest.mark.parametrize("owner, name, call", [(EpisodeRunner, "arun", 26), (QMIXLearner, "update", 19)])
 def test_hard_interrupt_resumes_from_last_checkpoint_and_equals_straight_run(straight_run, tmp_path, monkeypatch,
                                                                              owner, name, call):
     """A KeyboardInterrupt raised in the middle of a rollout or of an update leaves that

@@ -231,6 +231,14 @@ def make_backend(config: EnvConfig) -> TeamBackend:
     return factory(config)
 
 
+def sibling_backend(backend: TeamBackend, config: EnvConfig) -> TeamBackend:
+    """A backend for another episode in flight next to ``backend``'s: ``backend.sibling()`` where
+    the backend has one (an LLM team: a new team sharing the same client, so all episodes share
+    one connection pool and ``max_concurrency``), else a fresh :func:`make_backend` of ``config``."""
+    make = getattr(backend, "sibling", None)
+    return make() if callable(make) else make_backend(config)
+
+
 def _resolve(path: str) -> Callable:
     module_name, _, qualname = path.partition(":")
     target: Any = importlib.import_module(module_name)
@@ -256,5 +264,5 @@ def _check_number(cfg: Any, key: str, low: float, open_low: bool) -> None:
 
 __all__ = [
     "BackendFailed", "BackendUnavailable", "LLMBackendConfig", "LLMSettings", "SimBackendConfig", "backend_config", "backend_kinds",
-    "make_backend", "public_dict", "register_backend",
+    "make_backend", "public_dict", "register_backend", "sibling_backend",
 ]

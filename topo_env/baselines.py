@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 from tqdm import tqdm
 
 from topo_env.actions import ACTION_NAMES, CommAction
+from topo_env.engine import run_to_end
 from topo_env.seeding import policy_rng
 from topo_env.sim.profiles import get_profile
 from topo_env.sim.tasks import SPLITS
@@ -227,30 +228,56 @@ def evaluate_policy(env, policy: Policy, episodes: int, seed: int = 0, split: st
         raise ValueError(f"seed={seed!r}: must be an integer")
     if split not in SPLITS:
         raise ValueError(f"split={split!r}: must be one of {sorted(SPLITS)}")
+    episodes_played = [run_to_end(play_episode(env, policy, int(seed) + k, split))
+                       for k in tqdm(range(int(episodes)), desc=f"evaluate {policy.name}", disable=not progress,
+                                     file=sys.stderr)]
+    return policy_figures(episodes_played)
+
+
+class EpisodeFigures(NamedTuple):
+    """One evaluated episode: its return (of ``possible_agents[0]``; all agents share it),
+    accuracy and team tokens (last step's infos), density (mean over the steps' infos), and the
+    last step's infos of that agent."""
+
+    reward: float
+    accuracy: float
+    tokens: float
+    density: float
+    last_info: dict
+
+
+async def play_episode(env, policy: Policy, seed: int, split: str, step=None) -> EpisodeFigures:
+    """Episode ``seed`` of ``policy`` through the PettingZoo API: ``env.reset(seed=seed,
+    options={"split": split})``, ``policy.reset(seed)``, then steps until the episode ends.
+    ``step``: a coroutine function twin of ``env.step`` (an env's ``astep``, for episodes in
+    flight on one event loop); None calls ``env.step`` (nothing awaited: :func:`run_to_end`)."""
+    observations, infos = env.reset(seed=seed, options={"split": split})
+    policy.reset(seed)
+    if getattr(policy, "privileged", False):  # user policies may leave the flag out
+        policy.reveal_task(env.unwrapped.task)
     first = env.possible_agents[0]
-    returns, accuracies, tokens, densities = [], [], [], []
-    for k in tqdm(range(int(episodes)), desc=f"evaluate {policy.name}", disable=not progress, file=sys.stderr):
-        observations, infos = env.reset(seed=int(seed) + k, options={"split": split})
-        policy.reset(int(seed) + k)
-        if getattr(policy, "privileged", False):  # user policies may leave the flag out
-            policy.reveal_task(env.unwrapped.task)
-        episode_return, episode_density, done = 0.0, [], False
-        while not done:
-            observations, rewards, terminations, truncations, infos = env.step(policy.act(observations, infos))
-            episode_return += float(rewards[first])
-            episode_density.append(float(infos[first]["density"]))
-            done = all(terminations.values()) or all(truncations.values()) or not env.agents
-        returns.append(episode_return)
-        accuracies.append(float(infos[first]["accuracy"]))
-        tokens.append(float(infos[first]["team_tokens"]))
-        densities.append(float(np.mean(episode_density)))
+    episode_return, episode_density, done = 0.0, [], False
+    while not done:
+        actions = policy.act(observations, infos)
+        observations, rewards, terminations, truncations, infos = (
+            env.step(actions) if step is None else await step(actions))
+        episode_return += float(rewards[first])
+        episode_density.append(float(infos[first]["density"]))
+        done = all(terminations.values()) or all(truncations.values()) or not env.agents
+    return EpisodeFigures(episode_return, float(infos[first]["accuracy"]), float(infos[first]["team_tokens"]),
+                          float(np.mean(episode_density)), infos[first])
+
+
+def policy_figures(episodes: Sequence[EpisodeFigures]) -> dict[str, Any]:
+    """:func:`evaluate_policy`'s summary of evaluated episodes (in episode order)."""
+    returns = [e.reward for e in episodes]
     return {
         "reward": float(np.mean(returns)),
         "reward_std": float(np.std(returns)),
-        "accuracy": float(np.mean(accuracies)),
-        "tokens_per_task": float(np.mean(tokens)),
-        "density": float(np.mean(densities)),
-        "episodes": int(episodes),
+        "accuracy": float(np.mean([e.accuracy for e in episodes])),
+        "tokens_per_task": float(np.mean([e.tokens for e in episodes])),
+        "density": float(np.mean([e.density for e in episodes])),
+        "episodes": len(episodes),
     }
 
 

@@ -35,6 +35,19 @@ from topo_env.traces import append_trace, episode_record
 REWARD_MODES: tuple[str, ...] = ("sparse", "shaped")
 
 
+def run_to_end(coro):
+    """The value of a coroutine that awaits no I/O (a CPU backend's, or one that calls sync
+    steps), stepped directly: no event loop needed, so it also runs where one is already running
+    (a notebook)."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("a coroutine run without an event loop awaited I/O: a backend with concurrent=False must "
+                       "not (declare it concurrent=True)")
+
+
 def as_flags(what: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
     """``value`` as a new bool array of ``shape``: bool, or integers 0/1; otherwise a ValueError
     that names ``what`` (e.g. ``"RoundSpec active"``) and the bad shape, dtype or entry."""
@@ -224,13 +237,18 @@ class TeamEpisode:
     def run_round(self, spec: RoundSpec) -> RoundResult:
         """Run one round. Raises ValueError for a spec of the wrong size and RuntimeError when the
         episode is over or all ``max_rounds`` rounds have run; either leaves the episode unchanged."""
+        return self.run_coroutine(self.arun_round(spec))
+
+    async def arun_round(self, spec: RoundSpec) -> RoundResult:
+        """:meth:`run_round` as a coroutine, awaited on the caller's event loop: how several
+        episodes (one :class:`TeamEpisode` each) share one loop and one LLM client."""
         if self.ended:
             raise RuntimeError("the episode is over (or not started): call start() first")
         if self.round >= self.max_rounds:
             raise RuntimeError(f"all {self.max_rounds} rounds have run: call decide()")
         if spec.adjacency.shape[0] != self.n_agents:
             raise ValueError(f"RoundSpec is for {spec.n_agents} agents, the team has {self.n_agents}")
-        result = self.run_coroutine(self.executor.run_round(self.task, self.round, spec, self.last_outputs))
+        result = await self.executor.run_round(self.task, self.round, spec, self.last_outputs)
         self.history.append(result)
         self.agent_tokens = [a + b for a, b in zip(self.agent_tokens, result.agent_tokens)]
         self.team_tokens += sum(result.agent_tokens)
@@ -245,10 +263,14 @@ class TeamEpisode:
 
     def decide(self) -> Decision:
         """The decision node answers from the last output of every agent that ran; the episode ends."""
+        return self.run_coroutine(self.adecide())
+
+    async def adecide(self) -> Decision:
+        """:meth:`decide` as a coroutine (see :meth:`arun_round`)."""
         if self.ended:
             raise RuntimeError("the episode is over (or not started): call start() first")
         shown = tuple(m for m, ran in zip(self.last_outputs, self.ran) if ran and m is not None)
-        decision = self.run_coroutine(self.backend.decide(self.task, shown))
+        decision = await self.backend.decide(self.task, shown)
         self.decision, self.decision_shown = decision, shown
         self.team_tokens += decision.reply.total_tokens
         self.tokens_estimated = self.tokens_estimated or decision.reply.tokens_estimated
@@ -282,15 +304,15 @@ class TeamEpisode:
         """Run a coroutine of the executor/backend: on an event loop for I/O backends, stepped
         directly for CPU backends (no loop needed, identical result)."""
         if self.backend.concurrent:
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-            return self._loop.run_until_complete(coro)
-        try:
-            coro.send(None)
-        except StopIteration as done:
-            return done.value
-        coro.close()
-        raise RuntimeError("a backend with concurrent=False awaited I/O; declare it concurrent=True")
+            return self.event_loop().run_until_complete(coro)
+        return run_to_end(coro)
+
+    def event_loop(self) -> asyncio.AbstractEventLoop:
+        """This episode's event loop (made on first use, kept until :meth:`close`): an I/O
+        backend's client keeps its connections on one loop."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop
 
     def close(self) -> None:
         if self._loop is not None:

@@ -31,7 +31,7 @@ from pettingzoo import ParallelEnv
 
 from topo_env.actions import ACTION_NAMES, N_ACTIONS, CommAction
 from topo_env.backend import TeamBackend
-from topo_env.backends import make_backend
+from topo_env.backends import make_backend, sibling_backend
 from topo_env.config import EnvConfig
 from topo_env.encoders import make_encoder
 from topo_env.engine import RewardConfig, RoundSpec, TeamEpisode, episode_transcript
@@ -93,7 +93,7 @@ class TopologyParallelEnv(EngineFrontEnd, ParallelEnv):
     metadata = {"name": "topomarl_v0", "render_modes": ["ansi", "rgb_array", "human"], "is_parallelizable": True,
                 "render_fps": 1}
 
-    def __init__(self, config: EnvConfig | None = None, backend: TeamBackend | None = None):
+    def __init__(self, config: EnvConfig | None = None, backend: TeamBackend | None = None, encoder: Any = None):
         self.config = config or EnvConfig()
         cfg = self.config
         self.render_mode = cfg.render_mode
@@ -102,7 +102,8 @@ class TopologyParallelEnv(EngineFrontEnd, ParallelEnv):
         self.agents: list[str] = []
         self._index = {name: i for i, name in enumerate(self.possible_agents)}
         self.backend = backend if backend is not None else make_backend(cfg)
-        self.encoder = make_encoder(cfg.encoder, None if cfg.encoder == "minilm" else cfg.embed_dim)
+        self.encoder = encoder if encoder is not None else make_encoder(cfg.encoder, None if cfg.encoder == "minilm"
+                                                                         else cfg.embed_dim)
         self.obs_builder = ObservationBuilder(cfg.n_agents, cfg.rounds, cfg.roles, self.encoder.dim, cfg.max_tokens,
                                               cfg.personas)
         self.episode = TeamEpisode(self.backend, cfg.roles, cfg.rounds,
@@ -125,6 +126,14 @@ class TopologyParallelEnv(EngineFrontEnd, ParallelEnv):
         self.history: list[CommRound] = []
         self._set_adjacency(np.zeros((cfg.n_agents, cfg.n_agents), dtype=np.int8))
         self._specs: dict[tuple[tuple[int, ...], tuple[int, ...]], RoundSpec] = {}
+
+    def sibling(self) -> "TopologyParallelEnv":
+        """Another env of the same config for another episode in flight: its own backend (its
+        own episode state) sharing this one's connections, e.g. one LLM client and its
+        concurrency limit (:func:`topo_env.backends.sibling_backend`)."""
+        env = TopologyParallelEnv(self.config, backend=sibling_backend(self.backend, self.config), encoder=self.encoder)
+        env.episode.record(self.episode.trace_path)
+        return env
 
     # -- spaces (same object every call) -------------------------------------------------
     def observation_space(self, agent: str) -> spaces.Space:
@@ -153,6 +162,11 @@ class TopologyParallelEnv(EngineFrontEnd, ParallelEnv):
         return self._obs_dict(), infos
 
     def step(self, actions: dict[str, Any]):
+        return self.episode.run_coroutine(self.astep(actions))
+
+    async def astep(self, actions: dict[str, Any]):
+        """:meth:`step` as a coroutine, awaited on the caller's event loop: several envs (see
+        :meth:`sibling`) then play episodes at once against one server. ``reset`` stays sync."""
         if self._ended:
             raise RuntimeError("step() called after the episode ended; call reset() first")
         acts = self._validate(actions)
@@ -169,7 +183,7 @@ class TopologyParallelEnv(EngineFrontEnd, ParallelEnv):
         spec = self._specs.get(key)
         if spec is None:  # specs are immutable: one per (joint action, targets), built once
             spec = self._specs[key] = comm_round_spec(acts, targets)
-        result = episode.run_round(spec)
+        result = await episode.arun_round(spec)
         self.history.append(CommRound(**vars(result), actions=key[0], targets=key[1]))
         round_tokens = result.agent_tokens
         estimated = result.tokens_estimated
@@ -177,7 +191,7 @@ class TopologyParallelEnv(EngineFrontEnd, ParallelEnv):
         self._set_adjacency(result.adjacency)
         last = episode.round == self.rounds
         if last:
-            episode.decide()
+            await episode.adecide()
             estimated = estimated or episode.decision.reply.tokens_estimated
         reward = episode.step_reward()
         self._obs = self._observe()
