@@ -39,6 +39,7 @@ import torch
 
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
 from learners.evaluation import QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint, paired_difference
+from learners.inflight import sibling_envs
 from topo_env.actions import ACTION_NAMES
 from topo_env.backends import backend_kinds
 from topo_env.baselines import BASELINES, make_baseline
@@ -162,6 +163,9 @@ def run(args: argparse.Namespace, cfg: ExperimentConfig, checkpoint: dict | None
     eval_seed = seed + EVAL_SEED_OFFSET
     clean_env = TopologyParallelEnv(clean_env_config(cfg.env))
     attacked_env = TopologyParallelEnv(attacked_env_config(cfg.env, args.adversarial, position))
+    # train.episodes_in_flight episodes at once against an LLM server (the same per-episode results)
+    in_flight = cfg.train.episodes_in_flight
+    clean_siblings, attacked_siblings = sibling_envs(clean_env, in_flight)[1:], sibling_envs(attacked_env, in_flight)[1:]
     progress = not args.no_progress
     clean, attacked, traces = {}, {}, {}
     try:
@@ -171,9 +175,10 @@ def run(args: argparse.Namespace, cfg: ExperimentConfig, checkpoint: dict | None
             else:
                 policy = make_baseline(name)
             # attacked first: the clean run reports the same agents' out-degree, episode by episode
-            attacked[name], hit = evaluate(attacked_env, policy, episodes, seed=eval_seed, progress=progress)
+            attacked[name], hit = evaluate(attacked_env, policy, episodes, seed=eval_seed, progress=progress,
+                                           siblings=attacked_siblings)
             clean[name], calm = evaluate(clean_env, policy, episodes, seed=eval_seed, progress=progress,
-                                         watch=[t.adversaries for t in hit])
+                                         watch=[t.adversaries for t in hit], siblings=clean_siblings)
             traces[name] = (calm, hit)
     finally:
         clean_env.close()

@@ -311,6 +311,19 @@ def test_robustness_fixed_position_baselines_only(tmp_path, capsys):
     assert "Table 2" in capsys.readouterr().out
 
 
+def test_robustness_with_episodes_in_flight_gives_the_same_figures(tmp_path):
+    """train.episodes_in_flight only changes how many episodes run at once, not what they give."""
+    results = []
+    for k in (1, 3):
+        out = tmp_path / f"k{k}"
+        assert robustness.main(["--adversary-position", "random", "--episodes", "10", "--policies", "full,solo",
+                                "--set", f"train.episodes_in_flight={k}", "--no-progress", "--no-plots",
+                                "--out", str(out)]) == 0
+        results.append(json.loads((out / "robustness.json").read_text()))
+    for key in ("clean", "attacked", "drop", "adversaries"):
+        assert results[0][key] == results[1][key], key
+
+
 def test_robustness_with_the_llm_backend(tmp_path, capsys):
     with FakeOpenAIServer([("ok", "Answer: B\nConfidence: 0.7", {"prompt_tokens": 5, "completion_tokens": 3})]) as srv:
         config = tmp_path / "llm.yaml"
