@@ -161,4 +161,4 @@ def test_cli_bad_flags(args, named):
     proc = run_cli("--profile", "mmlu_pro", "--rounds", "1", *args)
     assert proc.returncode == 2
     assert proc.stdout == ""
-    assert named in proc.stderr.splitlines()[-1]
+    assert len(proc.stderr.splitlines()) == 1 and named in proc.stderr

@@ -66,3 +66,23 @@ def test_a_missing_or_bad_profile_stops_a_run_with_one_line(tmp_path):
     bad.write_text("name: x\ndomain: reasoning\nsubjects: []\n")
     proc = run_program("train_qmix.py", "--set", f"env.profile={bad}", "--out", str(tmp_path / "r"))
     assert_one_line_error(proc, "python train_qmix.py", "bad.yaml", "line 3", "'subjects'")
+
+
+def test_the_command_line_tools_take_a_profile_file(tmp_path, capsys):
+    """The oracle and the calibration report run on a profile file as on a built-in profile."""
+    import json
+
+    from topo_env import oracle
+    from topo_env.sim import calibrate
+
+    path = tmp_path / "team.yaml"
+    save_profile(dataclasses.replace(PROFILES["mmlu_pro"], name="team"), path)
+    args = ["--rounds", "1", "--samples", "200", "--rerank-samples", "400", "--eval-samples", "400", "--json",
+            "--no-progress"]
+    assert oracle.main(["--profile", str(path), *args]) == 0
+    from_file = json.loads(capsys.readouterr().out)
+    assert oracle.main(["--profile", "mmlu_pro", *args]) == 0
+    built_in = json.loads(capsys.readouterr().out)
+    assert from_file["fixed"] == built_in["fixed"]  # the same team: the same search on the same samples
+    calibrate.main(["--profile", str(path), "--samples", "500"])
+    assert str(path) in capsys.readouterr().out

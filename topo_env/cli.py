@@ -65,6 +65,18 @@ def positive_int(text: str) -> int:
     return value
 
 
+def profile_name(text: str) -> str:
+    """argparse type: a built-in simulated profile's name or the path of a profile YAML file (loaded
+    here, so a bad file is refused with its line and field)."""
+    from topo_env.sim.profiles import get_profile
+
+    try:
+        get_profile(text)
+    except (ValueError, OSError) as err:  # ProfileFileError is a ValueError
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def parse_set(text: str, sections: Sequence[str]) -> tuple[tuple[str, ...], Any]:
     """``"learner.lr=1e-3"`` -> (("learner", "lr"), 0.001); ``"env.backend.base_url=http://h/v1"``
     -> (("env", "backend", "base_url"), "http://h/v1"). Keys may nest to any depth below a

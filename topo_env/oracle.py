@@ -393,13 +393,14 @@ def format_report(result: dict[str, Any]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from topo_env.cli import positive_int
+    from topo_env.cli import OneLineParser, positive_int, profile_name
 
-    parser = argparse.ArgumentParser(prog="python -m topo_env.oracle",
+    parser = OneLineParser(prog="python -m topo_env.oracle",
                                      description="Exhaustive open-loop oracle over joint action sequences (N=3, T<=2); "
                                                  "with --headroom, what a privileged adaptive controller gains over "
                                                  "the best fixed sequence.")
-    parser.add_argument("--profile", required=True, choices=sorted(PROFILES), help="simulated benchmark profile")
+    parser.add_argument("--profile", required=True, type=profile_name,
+                        help=f"simulated benchmark profile: one of {sorted(PROFILES)} or a profile YAML file")
     parser.add_argument("--rounds", type=positive_int, default=2, help="rounds, 1 or 2 (default 2)")
     parser.add_argument("--headroom", action="store_true",
                         help="measure the headroom: best fixed sequence against the privileged adaptive reference "

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from topo_env.baselines import BASELINES, DEFAULT_ROUNDS, default_rounds, evaluate_policy, make_baseline
-from topo_env.cli import OneLineParser, fail, format_table, points, positive_int, run_main
+from topo_env.cli import OneLineParser, fail, format_table, points, positive_int, profile_name, run_main
 from topo_env.env import parallel_env
 from topo_env.sim.profiles import PROFILES
 
@@ -31,7 +31,8 @@ TABLE_COLUMNS = ("policy", "profile", "episodes", "accuracy (pts)", "reward", "r
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--policy", required=True, choices=BASELINES, help="baseline policy")
-    parser.add_argument("--profile", required=True, choices=sorted(PROFILES), help="simulated benchmark profile")
+    parser.add_argument("--profile", required=True, type=profile_name,
+                        help=f"simulated benchmark profile: one of {sorted(PROFILES)} or a profile YAML file")
     parser.add_argument("--episodes", required=True, type=positive_int, help="episodes to run")
     parser.add_argument("--seed", type=int, default=0, help="episode k uses seed + k (default 0)")
     parser.add_argument("--rounds", type=positive_int, default=None,

@@ -20,8 +20,9 @@ import argparse
 
 import numpy as np
 
+from topo_env.cli import profile_name
 from topo_env.sim.batch import BatchSimulator
-from topo_env.sim.profiles import PROFILES, SimProfile, with_overrides
+from topo_env.sim.profiles import PROFILES, SimProfile, get_profile, with_overrides
 from topo_env.tasks import DEFAULT_ROUNDS
 
 BASE_THETA: float = SimProfile.__dataclass_fields__["theta"].default
@@ -90,13 +91,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fit", action="store_true", help="refit alpha / rho / theta and print them")
     parser.add_argument("--samples", type=int, default=20000)
-    parser.add_argument("--profile", choices=sorted(PROFILES), nargs="*", default=sorted(PROFILES))
+    parser.add_argument("--profile", type=profile_name, nargs="*", default=sorted(PROFILES),
+                        help="built-in profile names or profile YAML files (default: every built-in profile)")
     args = parser.parse_args(argv)
     header = f"{'profile':<14}{'direct':>8}{'target':>8}{'full':>8}{'target':>8}{'solo':>8}" \
              f"{'tok direct':>12}{'tok solo':>10}{'tok full':>10}"
     print(header)
     for name in args.profile:
-        p = PROFILES[name]
+        p = get_profile(name)
         if args.fit and p.base_accuracy is not None:
             p = fit(p, args.samples)
             print(f"# {name}: alpha={p.alpha}, rho={p.rho}, theta={p.theta}", flush=True)
