@@ -36,7 +36,9 @@ from learners.config import ExperimentConfig, load_experiment
 from learners.inflight import EpisodesInFlight
 from learners.runner import select_actions
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
-from topo_env.baselines import EpisodeFigures, Policy, agent_index, evaluate_policy, play_episode, policy_figures
+from topo_env.baselines import (
+    EpisodeFigures, Policy, agent_index, check_evaluation, evaluate_policy, play_episode, policy_figures,
+)
 from topo_env.config import ConfigError, nest_legacy_backend
 from topo_env.seeding import policy_rng
 
@@ -179,8 +181,7 @@ def evaluate(env, policy: Policy, episodes: int, seed: int, split: str = "eval",
         recorder = TraceRecorder(env)
         figures = evaluate_policy(recorder, policy, episodes, seed=seed, split=split, progress=progress)
         return {**figures, **summarize_traces(recorder.traces, env.rounds, watch)}, recorder.traces
-    if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
-        raise ValueError(f"episodes={episodes!r}: must be an integer >= 1")
+    check_evaluation(episodes, seed, split)
     envs = [env, *siblings]
     policies = [policy] + [copy.deepcopy(policy) for _ in siblings]
 

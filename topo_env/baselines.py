@@ -222,16 +222,21 @@ def evaluate_policy(env, policy: Policy, episodes: int, seed: int = 0, split: st
     the returns), ``accuracy``, ``tokens_per_task``, ``density`` (mean over rounds and
     episodes), ``episodes``.
     """
+    check_evaluation(episodes, seed, split)
+    episodes_played = [run_to_end(play_episode(env, policy, int(seed) + k, split))
+                       for k in tqdm(range(int(episodes)), desc=f"evaluate {policy.name}", disable=not progress,
+                                     file=sys.stderr)]
+    return policy_figures(episodes_played)
+
+
+def check_evaluation(episodes: Any, seed: Any, split: Any) -> None:
+    """A ValueError naming a bad ``episodes`` (an integer >= 1), ``seed`` (an integer) or ``split``."""
     if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
         raise ValueError(f"episodes={episodes!r}: must be an integer >= 1")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise ValueError(f"seed={seed!r}: must be an integer")
     if split not in SPLITS:
         raise ValueError(f"split={split!r}: must be one of {sorted(SPLITS)}")
-    episodes_played = [run_to_end(play_episode(env, policy, int(seed) + k, split))
-                       for k in tqdm(range(int(episodes)), desc=f"evaluate {policy.name}", disable=not progress,
-                                     file=sys.stderr)]
-    return policy_figures(episodes_played)
 
 
 class EpisodeFigures(NamedTuple):

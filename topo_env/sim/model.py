@@ -79,7 +79,6 @@ from topo_env.sim.profiles import SimProfile
 U_SOLVE, U_WRONG, U_TRAP, U_VERIFY, U_CODE, U_DRIFT, Z_CONF_ATT, Z_CONF_OUT, Z_CONTENT, Z_REASON, G0 = range(11)
 N_UNIFORM, N_NORMAL = 6, 4
 TRAP_LABEL = 1
-ADVERSARY_LABEL = TRAP_LABEL
 VERDICT_NONE, VERDICT_PASS, VERDICT_FAIL = 0, 1, -1
 
 
@@ -301,11 +300,6 @@ def simulate_decision(profile: SimProfile, task: TaskFeatures, finals: list[Inpu
     _, _, content_fac = p.roles["decider"]
     prompt, completion, content, reasoning = _tokens(p, content_fac, 1.0, p.decide_factor, task, finals, label, noise)
     return SimOutput(label, conf, content, prompt, completion, reasoning)
-
-
-def simulate_direct(profile: SimProfile, task: TaskFeatures, agent: AgentFeatures, noise: list[float]) -> SimOutput:
-    """One agent answering alone once ("Base (direct)")."""
-    return simulate_call(profile, wrong_label_cdf(profile), task, agent, None, [], noise)
 
 
 def simulate_verdict(profile: SimProfile, label: int, noise: list[float], verifiability: float) -> int:

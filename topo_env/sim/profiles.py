@@ -340,13 +340,17 @@ def profile_to_dict(profile: SimProfile) -> dict:
         value = getattr(profile, f.name)
         if f.name == "subjects":
             value = [dict(zip(SUBJECT_KEYS, (s[0], float(s[1]), float(s[2]), float(s[3])))) for s in value]
-        elif f.name == "team":
-            value = [asdict(get_model(m)) | {"skills": dict(get_model(m).skills)} if not isinstance(m, str)
-                     or m not in MODELS else m for m in value]
+        elif f.name == "team":  # registry names stay names; other models are spelled out
+            value = [m if isinstance(m, str) and m in MODELS else _model_data(get_model(m)) for m in value]
         elif f.name == "roles":
             value = {k: list(v) for k, v in value.items()}
         out[f.name] = value
     return out
+
+
+def _model_data(model: AgentModel) -> dict:
+    """An AgentModel as plain data (``skills`` as a subject -> offset mapping)."""
+    return {**asdict(model), "skills": dict(model.skills)}
 
 
 def save_profile(profile: SimProfile, path) -> None:
@@ -459,7 +463,3 @@ def _number(value, what: str) -> float:
 def with_overrides(profile: SimProfile, **overrides) -> SimProfile:
     """A copy of ``profile`` with some parameters changed (for studies and calibration)."""
     return replace(profile, **overrides)
-
-
-def sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x))
