@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from learners.buffer import EpisodeReplayBuffer
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
-from learners.evaluation import QMIXPolicy, evaluate, paired_differences
+from learners.evaluation import QMIXPolicy, evaluate, paired_difference, score_on_simulator
 from learners.inflight import EpisodesInFlight, sibling_envs
 from learners.evaluation import config_overrides as _flatten  # a saved config as --set overrides (--resume)
 from learners.learner import QMIXLearner
@@ -54,7 +54,7 @@ from topo_env.plots import draw_episodes, plot_action_distribution, plot_learnin
 
 RESUME_OVERRIDABLE = frozenset({"train.token_budget", "train.eval_episodes", "train.checkpoint_every",
                                 "train.episodes_in_flight",
-                                "train.oracle_samples", "env.backend.base_url", "env.backend.timeout_s",
+                                "train.references", "env.backend.base_url", "env.backend.timeout_s",
                                 "env.backend.max_retries", "env.backend.backoff_s", "env.backend.max_concurrency"})
 """Keys that ``--set`` may change on ``--resume``: budgets and reporting, and where and how patiently
 the team's server is reached (the rest would make it another experiment)."""
@@ -325,8 +325,12 @@ def main(argv: list[str] | None = None) -> int:
     qmix_policies = [QMIXPolicy(policy_agent, device)]
     if policy_agent is not learner.agent:  # what validation gained: the last network, on the same episodes
         qmix_policies.append(QMIXPolicy(learner.agent, device, name="qmix_last"))
+    # a simulated team: the fixed baselines and the headroom references are played by the batch
+    # simulator on the same held-out episodes (common random numbers); other teams play them all
+    simulated = cfg.env.backend.kind == "sim"
+    on_env = qmix_policies + [make_baseline(name) for name in (("random",) if simulated else BASELINES)]
     try:
-        for policy in qmix_policies + [make_baseline(name) for name in BASELINES]:
+        for policy in on_env:
             results[policy.name], traces[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes,
                                                                  seed=eval_seed, split="eval",
                                                                  progress=not args.no_progress, siblings=eval_envs[1:])
@@ -335,27 +339,20 @@ def main(argv: list[str] | None = None) -> int:
     except BackendFailed as err:
         raise RunError(f"training finished and its checkpoint is in {out_dir}, but the held-out evaluation failed "
                        f"({err}): rerun it with --resume {out_dir} once the backend serves again") from None
-    # (the oracle searches a fixed adversary placement only: none for adversary_position="random")
-    if (cfg.env.backend.kind == "sim" and n == 3 and rounds <= 2 and cfg.train.oracle_samples > 0
-            and cfg.env.adversary_position == "fixed"):
-        from topo_env.oracle import actions_from_names, search
-
-        oracle = search(cfg.env.profile, rounds=rounds, samples=cfg.train.oracle_samples, seed=seed,
-                        adversarial_agents=cfg.env.adversarial_agents, target_rule=cfg.env.target_rule,
-                        w_acc=cfg.env.w_acc, w_tok=cfg.env.w_tok, max_tokens=cfg.env.max_tokens,
-                        progress=not args.no_progress)
-        # the oracles' sequences, played on the same held-out episodes as everyone else
-        fixed = SequencePolicy("oracle_fixed", {"all": actions_from_names(oracle["fixed"]["sequence"])})
-        bucket = SequencePolicy("oracle_bucket", {b: actions_from_names(v["sequence"])
-                                                  for b, v in oracle["bucket"]["buckets"].items()})
-        for policy in (fixed, bucket):
-            results[policy.name], traces[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes,
-                                                                 seed=eval_seed, split="eval",
-                                                                 progress=not args.no_progress, siblings=eval_envs[1:])
-        results["oracle_fixed"]["sequence"] = oracle["fixed"]["sequence"]
-        results["oracle_bucket"]["sequences"] = {b: v["sequence"] for b, v in oracle["bucket"]["buckets"].items()}
-    paired = paired_differences(traces)  # qmix minus each policy, episode by episode
-    summary = {"config": cfg.to_dict(), "eval": results, "qmix_minus": paired,
+    rewards = {name: np.array([t.reward for t in episodes]) for name, episodes in traces.items()}
+    with_references = simulated and cfg.train.references and n == 3 and rounds <= 2
+    if simulated:
+        figures, batch_rewards = score_on_simulator(eval_env, cfg.train.eval_episodes, eval_seed,
+                                                    progress=not args.no_progress, references=with_references)
+        results.update(figures)
+        rewards.update(batch_rewards)
+    paired = {name: paired_difference(rewards["qmix"], r) for name, r in rewards.items() if name != "qmix"}
+    headroom = {}
+    if with_references:
+        gap = results["adaptive"]["reward"] - results["best_fixed"]["reward"]
+        headroom = {"headroom": gap, "headroom_share": (results["qmix"]["reward"] - results["best_fixed"]["reward"]) / gap
+                    if gap > 0 else None}
+    summary = {"config": cfg.to_dict(), "eval": {**results, **headroom}, "qmix_minus": paired,
                "train": {"episodes": cfg.train.episodes, "seconds": train_seconds, "updates": learner.updates,
                          "curves": curves}}
     if cfg.train.validate_every:
@@ -372,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
             for k, v in results.items()]
     print(f"\nHeld-out evaluation ({cfg.train.eval_episodes} episodes, {setting_name(cfg)}, N={n}, T={rounds}):")
     print(format_table(rows, ("policy", "reward", "accuracy (pts)", "tokens/task", "density", "qmix - policy (SE)")))
+    if headroom.get("headroom_share") is not None:
+        print(f"headroom share: (qmix - best_fixed) / (adaptive - best_fixed) = {headroom['headroom_share']:+.2f} "
+              f"(headroom {headroom['headroom']:+.4f}; topo_env/headroom.py)")
     if cfg.train.validate_every:
         best = validation["best"]
         print(f"qmix: the network of episode {best['episode']} (best of {len(validation['history'])} validation "
@@ -441,7 +441,7 @@ def write_pictures(out_dir: Path, cfg: ExperimentConfig, curves: list[dict], res
         fig = plot_learning_curves(columns, title=f"QMIX training, {setting_name(cfg)} (means per {cfg.train.log_every} "
                                                   "episodes, epsilon-greedy)", references=references)
         written.append(save_figure(fig, out_dir / "learning_curves.png"))
-    shares = {name: results[name]["action_distribution_by_round"] for name in ("qmix", "oracle_fixed", "oracle_bucket")
+    shares = {name: results[name]["action_distribution_by_round"] for name in ("qmix", "qmix_last")
               if "action_distribution_by_round" in results.get(name, {})}
     if shares:
         fig = plot_action_distribution(shares, title=f"Actions per round on {results['qmix']['episodes']} held-out episodes")

@@ -19,6 +19,9 @@ action is the previous round's graph (none before round 1), as in the paper's Al
 Shapes: ``G`` graphs (episodes, or episodes x rounds), ``N`` agents, ``D`` obs features,
 ``H`` hidden units, ``A`` actions. Weights are shared by all agents; an agent's identity
 comes from its observation.
+
+``gnn=False`` (``learner.gnn``, the ablation) drops the message passing: h_i^(0) goes straight
+to the GRU, so an agent's Q depends on its own observation only.
 """
 from __future__ import annotations
 
@@ -76,11 +79,11 @@ class AgentQNetwork(nn.Module):
     :meth:`unroll` runs whole episodes (GNN batched over all rounds, GRU over time)."""
 
     def __init__(self, obs_dim: int, n_actions: int = 6, hidden_dim: int = 128, gnn_layers: int = 2,
-                 dueling: bool = False):
+                 dueling: bool = False, gnn: bool = True):
         super().__init__()
         self.hidden_dim = hidden_dim
         self.encode = nn.Linear(obs_dim, hidden_dim)
-        self.gnn = DenseGatedGraphConv(hidden_dim, num_layers=gnn_layers, aggr="add")
+        self.gnn = DenseGatedGraphConv(hidden_dim, num_layers=gnn_layers, aggr="add") if gnn else None
         self.rnn = nn.GRUCell(hidden_dim, hidden_dim)
         self.head = DuelingHead(hidden_dim, n_actions) if dueling else nn.Sequential(
             nn.Linear(hidden_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, n_actions))
@@ -94,6 +97,8 @@ class AgentQNetwork(nn.Module):
         -> (..., N, H). Leading dims are flattened into one batch of graphs."""
         lead, n = obs.shape[:-2], obs.shape[-2]
         x = torch.relu(self.encode(obs.reshape(-1, obs.shape[-1])))
+        if self.gnn is None:
+            return x.reshape(*lead, n, self.hidden_dim)
         h = self.gnn(x.view(-1, n, self.hidden_dim), adjacency.reshape(-1, n, n))
         return h.reshape(*lead, n, self.hidden_dim)
 
@@ -116,3 +121,9 @@ class AgentQNetwork(nn.Module):
             z = self.rnn(h[:, step].reshape(b * n, -1), z)
             zs.append(z)
         return self.head(torch.stack(zs, dim=1).reshape(b, n, t, -1).transpose(1, 2))
+
+
+def build_agent_network(obs_dim: int, n_actions: int, config) -> AgentQNetwork:
+    """The agent network of a :class:`learners.config.LearnerConfig` (``hidden_dim``,
+    ``gnn_layers``, ``dueling``, ``gnn``): the one place that maps the config to the network."""
+    return AgentQNetwork(obs_dim, n_actions, config.hidden_dim, config.gnn_layers, config.dueling, config.gnn)

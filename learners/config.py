@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 
+from learners.mixer import MIXERS
 from topo_env.cli import apply_set, parse_set
 from topo_env.config import ConfigError, EnvConfig, load_yaml
 
@@ -32,6 +33,10 @@ class LearnerConfig:
         target_update: "hard" (copy every ``target_update_interval`` updates) or "soft"
             (Polyak with ``tau`` after every update).
         double_q: bootstrap with the online net's masked argmax.
+        mixer: value decomposition: "qmix" (the paper's monotonic hypernetwork mixer), "vdn" (sum
+            of the agents' Q-values) or "none" (independent Q-learning on the team reward);
+            ``learners.mixer``.
+        gnn: message passing between agents in the agent network (false: the ablation without it).
         dueling: the agent network's MLP ends in value + advantage streams (see
             ``learners.agent_network``). td_lambda: 0 = one-step TD.
         updates_per_episode: gradient updates each time the learner updates (after every
@@ -78,6 +83,8 @@ class LearnerConfig:
     target_update_interval: int = 200
     tau: float = 0.01
     double_q: bool = True
+    mixer: str = "qmix"
+    gnn: bool = True
     dueling: bool = False
     td_lambda: float = 0.0
     updates_per_episode: int = 1
@@ -119,9 +126,11 @@ class LearnerConfig:
             _check_int(self, "lr_anneal_episodes", 1)
         if self.target_update not in ("hard", "soft"):
             raise ConfigError(f"learner.target_update={self.target_update!r}: must be 'hard' or 'soft'")
+        if self.mixer not in MIXERS:
+            raise ConfigError(f"learner.mixer={self.mixer!r}: must be one of {list(MIXERS)}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"learner.device={self.device!r}: must be 'auto', 'cpu' or 'cuda'")
-        for key in ("double_q", "dueling", "compile"):
+        for key in ("double_q", "gnn", "dueling", "compile"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"learner.{key}={getattr(self, key)!r}: must be true or false")
 
@@ -136,7 +145,11 @@ class TrainConfig:
         eval_episodes: held-out (eval split) episodes per policy in the final comparison.
         checkpoint_every: episodes between checkpoints (and one at the end).
         log_every: episodes between TensorBoard summaries.
-        oracle_samples: episodes per sequence in the oracle's first stage (0 = no oracle).
+        references: with the simulated team (N = 3, T <= 2), also score the headroom references
+            on the held-out episodes: ``best_fixed`` (the best fixed joint-action sequence) and
+            ``adaptive`` (the privileged reference), and report ``eval.headroom_share`` = (qmix -
+            best_fixed) / (adaptive - best_fixed) (:mod:`topo_env.headroom`; selected once per
+            team and cached on disk, about 90 s the first time).
         save_buffer: put the replay buffer in checkpoints (needed for an exact resume).
         token_budget: stop training cleanly, with a checkpoint, once the team has spent this
             many tokens (0: no budget). Meant for runs against paid LLM APIs.
@@ -163,7 +176,7 @@ class TrainConfig:
     eval_episodes: int = 1000
     checkpoint_every: int = 500
     log_every: int = 50
-    oracle_samples: int = 1000
+    references: bool = True
     save_buffer: bool = True
     token_budget: int = 0
     validate_every: int = 0
@@ -174,10 +187,11 @@ class TrainConfig:
         for key in ("episodes", "eval_episodes", "checkpoint_every", "log_every", "validate_episodes",
                     "episodes_in_flight"):
             _check_int(self, key, 1)
-        for key in ("seed", "warmup_episodes", "oracle_samples", "token_budget", "validate_every"):
+        for key in ("seed", "warmup_episodes", "token_budget", "validate_every"):
             _check_int(self, key, 0)
-        if not isinstance(self.save_buffer, bool):
-            raise ConfigError(f"train.save_buffer={self.save_buffer!r}: must be true or false")
+        for key in ("save_buffer", "references"):
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(f"train.{key}={getattr(self, key)!r}: must be true or false")
 
 
 @dataclass(frozen=True)

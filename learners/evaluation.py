@@ -16,6 +16,10 @@ entry has the same keys:
 
 The learned policy plays through :class:`QMIXPolicy`, an adapter of the agent network to the
 baselines' ``Policy`` protocol (greedy: the same actions as ``EpisodeRunner.run(0.0, ...)``).
+On a CPU-bound team (the simulator) a greedy QMIXPolicy is played in lockstep instead
+(:func:`evaluate_greedy_lockstep`): up to :data:`LOCKSTEP_EPISODES` episodes at once, one
+network call per round for all of them; the episodes, actions and figures are those of the
+one-by-one loop (the network's rows do not interact), about 5x faster.
 """
 from __future__ import annotations
 
@@ -31,13 +35,14 @@ import torch
 from pettingzoo.utils import BaseParallelWrapper
 from tqdm import tqdm
 
-from learners.agent_network import AgentQNetwork
+from learners.agent_network import AgentQNetwork, build_agent_network
 from learners.config import ExperimentConfig, load_experiment
 from learners.inflight import EpisodesInFlight
 from learners.runner import select_actions
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
 from topo_env.baselines import (
-    EpisodeFigures, Policy, agent_index, check_evaluation, evaluate_policy, play_episode, policy_figures,
+    FIXED_BASELINES, EpisodeFigures, Policy, agent_index, check_evaluation, evaluate_policy, play_episode,
+    policy_figures,
 )
 from topo_env.config import ConfigError, nest_legacy_backend
 from topo_env.seeding import policy_rng
@@ -131,6 +136,52 @@ class QMIXPolicy:
         return {a: int(actions[i]) for i, a in enumerate(names)}
 
 
+LOCKSTEP_EPISODES = 256
+"""Episodes a greedy QMIX evaluation plays at once on a CPU-bound team (:func:`evaluate_greedy_lockstep`)."""
+
+
+def evaluate_greedy_lockstep(envs: Sequence[Any], policy: QMIXPolicy, episodes: int, seed: int,
+                             split: str = "eval", progress: bool = True) -> list[tuple[EpisodeFigures, EpisodeTrace]]:
+    """The greedy policy's episodes ``seed + k`` (k < ``episodes``) played ``len(envs)`` at a time,
+    round by round, with one batched network call per round; in episode order, each as
+    :func:`~topo_env.baselines.play_episode` and :func:`trace_of` give it. ``envs``: envs of one
+    config whose backend is not ``concurrent`` (every step completes without awaiting I/O)."""
+    agent, device = policy.agent, policy.device
+    agent.eval()
+    names = list(envs[0].possible_agents)
+    first = names[0]
+    done: list[tuple[EpisodeFigures, EpisodeTrace]] = []
+    bar = tqdm(total=int(episodes), desc=f"evaluate {policy.name}", disable=not progress, file=sys.stderr)
+    for start in range(0, int(episodes), len(envs)):
+        batch = envs[:min(len(envs), int(episodes) - start)]
+        resets = [env.reset(seed=int(seed) + start + j, options={"split": split}) for j, env in enumerate(batch)]
+        observations, infos = [r[0] for r in resets], [r[1] for r in resets]
+        hidden = agent.initial_hidden(len(batch), len(names))
+        returns, densities = np.zeros(len(batch)), [[] for _ in batch]
+        for _ in range(envs[0].rounds):
+            obs = np.stack([[o[a]["observation"] for a in names] for o in observations])
+            mask = np.stack([[o[a]["action_mask"] for a in names] for o in observations]).astype(bool)
+            adjacency = np.stack([[i[a]["sent_to"] for a in names] for i in infos]).astype(np.float32)
+            with torch.no_grad():
+                q, hidden = agent(torch.as_tensor(obs, device=device), torch.as_tensor(adjacency, device=device), hidden)
+            q = q.cpu().numpy()
+            for j, env in enumerate(batch):
+                if not env.agents:  # this episode already ended: keep its last observations
+                    continue
+                actions = select_actions(q[j], mask[j], 0.0, policy._rng)
+                observations[j], rewards, _, _, infos[j] = env.step({a: int(actions[i]) for i, a in enumerate(names)})
+                returns[j] += float(rewards[first])
+                densities[j].append(float(infos[j][first]["density"]))
+        for j, env in enumerate(batch):
+            last = infos[j][first]
+            figures = EpisodeFigures(float(returns[j]), float(last["accuracy"]), float(last["team_tokens"]),
+                                     float(np.mean(densities[j])), last)
+            done.append((figures, trace_of(env, figures.reward, last)))
+        bar.update(len(batch))
+    bar.close()
+    return done
+
+
 def summarize_traces(traces: Sequence[EpisodeTrace], rounds: int,
                      watch: Sequence[Sequence[int]] | None = None) -> dict[str, Any]:
     """Graph and action figures of a list of episodes (module docstring). ``watch[k]``: the
@@ -177,6 +228,13 @@ def evaluate(env, policy: Policy, episodes: int, seed: int, split: str = "eval",
     ``1 + len(siblings)`` episodes in flight, each env with its own copy of ``policy``; every
     episode's figures and trace are those of the sequential evaluation (an episode depends on
     its seed only), in episode order."""
+    if isinstance(policy, QMIXPolicy) and policy.epsilon == 0.0 and not getattr(env.backend, "concurrent", True):
+        check_evaluation(episodes, seed, split)
+        envs = [env, *siblings]
+        envs += [env.sibling() for _ in range(min(LOCKSTEP_EPISODES, int(episodes)) - len(envs))]
+        done = evaluate_greedy_lockstep(envs, policy, episodes, seed, split, progress)
+        traces = [trace for _, trace in done]
+        return {**policy_figures([f for f, _ in done]), **summarize_traces(traces, env.rounds, watch)}, traces
     if not siblings:
         recorder = TraceRecorder(env)
         figures = evaluate_policy(recorder, policy, episodes, seed=seed, split=split, progress=progress)
@@ -241,7 +299,7 @@ def agent_from_checkpoint(checkpoint: dict[str, Any], cfg: ExperimentConfig, obs
     observations of size ``obs_dim`` (a ConfigError if the checkpoint's network takes another size)."""
     best = (checkpoint.get("validation") or {}).get("best")
     state = best["agent"] if best else checkpoint["learner"]["agent"]
-    agent = AgentQNetwork(obs_dim, N_ACTIONS, cfg.learner.hidden_dim, cfg.learner.gnn_layers, cfg.learner.dueling)
+    agent = build_agent_network(obs_dim, N_ACTIONS, cfg.learner)
     expected = {k: tuple(v.shape) for k, v in agent.state_dict().items()}
     got = {k: tuple(v.shape) for k, v in state.items()}
     if expected != got:
@@ -252,3 +310,36 @@ def agent_from_checkpoint(checkpoint: dict[str, Any], cfg: ExperimentConfig, obs
                           f"env {[expected.get(k) for k in bad[:3]]}")
     agent.load_state_dict(state)
     return agent.to(device).eval()
+
+
+def batch_figures(result: Any) -> dict[str, Any]:
+    """The figures :func:`topo_env.baselines.policy_figures` gives, of a
+    :class:`~topo_env.sim.batch.BatchResult` (episodes played by the batch simulator)."""
+    return {"reward": float(result.reward.mean()), "reward_std": float(result.reward.std()),
+            "accuracy": float(result.accuracy.mean()), "tokens_per_task": float(result.tokens.mean()),
+            "density": float(result.density.mean()), "episodes": int(len(result.reward)),
+            "total_tokens": int(result.tokens.sum())}
+
+
+def score_on_simulator(env, episodes: int, seed: int, progress: bool = True,
+                       references: bool = True) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarray]]:
+    """The fixed baselines and (``references``; N = 3, T <= 2) the headroom references
+    (:mod:`topo_env.headroom`: ``best_fixed``, ``context_only``, ``adaptive``) played by the batch
+    simulator on ``env``'s held-out episodes ``seed + k`` (k < ``episodes``): the tasks and noise
+    every env evaluation meets (common random numbers), at a fraction of the env's cost. ``env``:
+    an env with the simulated team. Returns each policy's figures (:func:`batch_figures`) and its
+    per-episode rewards."""
+    from topo_env.baselines import open_loop_actions
+    from topo_env.headroom import REFERENCE_NAMES, cached_references, env_episodes, play_references
+    from topo_env.sim.batch import BatchSimulator
+
+    config = env.config
+    sim = BatchSimulator.from_config(config)
+    arrays = env_episodes(env, range(int(seed), int(seed) + int(episodes)), "eval")
+    played = {name: sim.run(open_loop_actions(name, config.n_agents, config.rounds, config.roles), *arrays)
+              for name in FIXED_BASELINES}
+    if references:
+        chosen, cached = cached_references(config, progress=progress)
+        played.update(play_references(sim, chosen, *arrays))
+    figures = {name: batch_figures(result) for name, result in played.items()}
+    return figures, {name: result.reward for name, result in played.items()}

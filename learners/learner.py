@@ -18,9 +18,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from learners.agent_network import AgentQNetwork
+from learners.agent_network import build_agent_network
 from learners.config import LearnerConfig
-from learners.mixer import QMixer
+from learners.mixer import make_mixer
 
 NEG_INF = -1e9
 
@@ -33,7 +33,8 @@ def masked_argmax(q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def td_targets(rewards: torch.Tensor, terminated: torch.Tensor, next_values: torch.Tensor, gamma: float,
                td_lambda: float) -> torch.Tensor:
     """Targets y (B, T) from rewards (B, T), terminated (B, T) and the bootstrap values
-    ``next_values[:, t] = Q'_tot(t + 1)`` (B, T; ignored where terminated).
+    ``next_values[:, t] = Q'_tot(t + 1)`` (B, T; ignored where terminated). Trailing dims
+    broadcast (independent learners: rewards (B, T, 1), values (B, T, N)).
 
     td_lambda = 0 gives one-step targets; otherwise
     ``G[t] = r[t] + gamma * (1 - term[t]) * ((1 - lambda) * next[t] + lambda * G[t + 1])``.
@@ -42,7 +43,7 @@ def td_targets(rewards: torch.Tensor, terminated: torch.Tensor, next_values: tor
     if td_lambda == 0.0:
         return rewards + gamma * alive * next_values
     t_len = rewards.shape[1]
-    returns = torch.zeros_like(rewards)
+    returns = rewards.new_zeros(torch.broadcast_shapes(rewards.shape, next_values.shape))
     g = next_values[:, -1]
     for t in reversed(range(t_len)):
         g = rewards[:, t] + gamma * alive[:, t] * ((1 - td_lambda) * next_values[:, t] + td_lambda * g)
@@ -63,10 +64,11 @@ class QMIXLearner:
     def __init__(self, obs_dim: int, state_dim: int, n_agents: int, n_actions: int, config: LearnerConfig,
                  device: torch.device):
         self.config, self.device = config, device
-        self.agent = AgentQNetwork(obs_dim, n_actions, config.hidden_dim, config.gnn_layers, config.dueling).to(device)
-        self.mixer = QMixer(n_agents, state_dim, config.mixer_embed_dim, config.hypernet_dim).to(device)
-        self.target_agent = AgentQNetwork(obs_dim, n_actions, config.hidden_dim, config.gnn_layers, config.dueling).to(device)
-        self.target_mixer = QMixer(n_agents, state_dim, config.mixer_embed_dim, config.hypernet_dim).to(device)
+        self.agent = build_agent_network(obs_dim, n_actions, config).to(device)
+        self.mixer = make_mixer(config.mixer, n_agents, state_dim, config.mixer_embed_dim, config.hypernet_dim).to(device)
+        self.target_agent = build_agent_network(obs_dim, n_actions, config).to(device)
+        self.target_mixer = make_mixer(config.mixer, n_agents, state_dim, config.mixer_embed_dim,
+                                       config.hypernet_dim).to(device)
         for target in (self.target_agent, self.target_mixer):
             target.requires_grad_(False)
         self.sync_targets(tau=1.0)
@@ -82,6 +84,13 @@ class QMIXLearner:
                                          options={"cpp_wrapper": device.type == "cpu"}) \
             if config.compile else self.loss_terms
         self.updates = 0
+
+    def team_rewards(self, b: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rewards and terminal flags shaped like the mixer's output: (B, T), or (B, T, 1) for
+        independent learners (broadcast over agents)."""
+        if self.config.mixer == "none":
+            return b["reward"].unsqueeze(-1), b["terminated"].unsqueeze(-1)
+        return b["reward"], b["terminated"]
 
     def set_lr(self, lr: float) -> None:
         """Learning rate of the next updates (the run's schedule sets it every episode)."""
@@ -99,8 +108,9 @@ class QMIXLearner:
     def targets(self, b: dict[str, torch.Tensor], online_q: torch.Tensor | None = None) -> torch.Tensor:
         """TD targets y (B, T) for a batch (tensors from :meth:`batch_to_tensors`)."""
         cfg = self.config
+        rewards, terminated = self.team_rewards(b)
         if cfg.td_lambda == 1.0:  # Monte-Carlo returns never read a bootstrap value: skip the target networks
-            return td_targets(b["reward"], b["terminated"], torch.zeros_like(b["reward"]), cfg.gamma, 1.0)
+            return td_targets(rewards, terminated, torch.zeros_like(rewards), cfg.gamma, 1.0)
         with torch.no_grad():
             target_q = self.target_agent.unroll(b["obs"], b["adjacency"])  # (B, T, N, A)
             if cfg.double_q:
@@ -109,16 +119,16 @@ class QMIXLearner:
                 q_for_argmax = target_q
             best = masked_argmax(q_for_argmax, b["mask"])  # (B, T, N)
             best_q = target_q.gather(-1, best.unsqueeze(-1)).squeeze(-1)
-            values = self.target_mixer(best_q, b["state"])  # (B, T): Q'_tot at each round
+            values = self.target_mixer(best_q, b["state"])  # (B, T): Q'_tot at each round ((B, T, N): none)
             next_values = torch.cat([values[:, 1:], torch.zeros_like(values[:, :1])], dim=1)
-            return td_targets(b["reward"], b["terminated"], next_values, cfg.gamma, cfg.td_lambda)
+            return td_targets(rewards, terminated, next_values, cfg.gamma, cfg.td_lambda)
 
     def loss_terms(self, b: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         """The TD loss of a batch and its parts: (loss (), Q_tot (B, T), targets y (B, T),
         Q-values of the actions taken (B, T, N)); only ``loss`` carries gradients."""
         q = self.agent.unroll(b["obs"], b["adjacency"])  # (B, T, N, A)
         chosen = q.gather(-1, b["actions"].unsqueeze(-1)).squeeze(-1)  # (B, T, N)
-        q_tot = self.mixer(chosen, b["state"])  # (B, T)
+        q_tot = self.mixer(chosen, b["state"])  # (B, T); (B, T, N) for independent learners
         y = self.targets(b, online_q=q)
         loss = ((q_tot - y) ** 2).mean()
         return loss, q_tot.detach(), y, chosen.detach()

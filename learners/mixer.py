@@ -1,10 +1,15 @@
-"""The QMIX monotonic mixing network (paper Eq. 6).
+"""Value decomposition: the QMIX monotonic mixing network (paper Eq. 6) and the ablations.
 
     Q_tot(q, s) = W2^T ELU(W1 q + b1) + b2,  W1 = |HyperNet1(s)| (N x E), W2 = |HyperNet2(s)| (E)
 
 Each hypernetwork is an MLP with one hidden layer (``hypernet_dim``, 64 in the paper) from
 the global state s; ``b1`` is a linear map of s and ``b2`` a state value V(s) (an MLP), as
 in the standard QMIX. ``abs`` keeps dQ_tot/dQ_i >= 0 (monotonicity, hence IGM).
+
+``learner.mixer`` picks the decomposition (:func:`make_mixer`): ``qmix`` (above), ``vdn``
+(Q_tot = sum_i Q_i; Sunehag et al., 2018) or ``none`` (independent Q-learning: no Q_tot, each
+agent's Q_i is regressed on the team's reward on its own; :class:`IndependentQ` returns the
+(..., N) per-agent values and the learner broadcasts rewards over agents).
 """
 from __future__ import annotations
 
@@ -34,3 +39,31 @@ class QMixer(nn.Module):
         w2 = torch.abs(self.hyper_w2(s)).view(-1, self.embed_dim, 1)
         b2 = self.hyper_b2(s).view(-1, 1, 1)
         return (torch.bmm(hidden, w2) + b2).reshape(lead)
+
+
+class VDNMixer(nn.Module):
+    """Q_tot = sum of the agents' Q-values (no parameters; the state is ignored)."""
+
+    def forward(self, agent_qs: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+        return agent_qs.sum(dim=-1)
+
+
+class IndependentQ(nn.Module):
+    """No mixing: (..., N) per-agent values pass through (independent Q-learning)."""
+
+    def forward(self, agent_qs: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+        return agent_qs
+
+
+MIXERS = ("qmix", "vdn", "none")
+
+
+def make_mixer(kind: str, n_agents: int, state_dim: int, embed_dim: int, hypernet_dim: int) -> nn.Module:
+    """The mixer ``learner.mixer`` names (one of :data:`MIXERS`)."""
+    if kind == "qmix":
+        return QMixer(n_agents, state_dim, embed_dim, hypernet_dim)
+    if kind == "vdn":
+        return VDNMixer()
+    if kind == "none":
+        return IndependentQ()
+    raise ValueError(f"mixer={kind!r}: must be one of {list(MIXERS)}")

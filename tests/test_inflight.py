@@ -34,7 +34,7 @@ from topo_env.seeding import EXPLORATION_STREAM, REPLAY_STREAM, episode_rng, tra
 torch.set_num_threads(1)
 
 EPISODES = 24
-SMALL = {"train.eval_episodes": 12, "train.oracle_samples": 0, "train.warmup_episodes": 8, "learner.batch_size": 8,
+SMALL = {"train.eval_episodes": 12, "train.references": False, "train.warmup_episodes": 8, "learner.batch_size": 8,
          "train.checkpoint_every": 100, "train.log_every": 8, "learner.hidden_dim": 32,
          "learner.eps_anneal_episodes": EPISODES, "learner.lr_anneal_episodes": EPISODES, "learner.device": "cpu"}
 

@@ -30,7 +30,7 @@ def train(out, server, data, cache, *extra):
         "--set", f"env.backend.cache_path={cache}", "--set", "env.backend.backoff_s=0.01",
         "--set", "env.backend.train_size=3", "--set", "learner.hidden_dim=16",
         "--set", "learner.batch_size=2", "--set", "train.warmup_episodes=2", "--set", "train.eval_episodes=1",
-        "--set", "train.oracle_samples=0", "--set", "train.checkpoint_every=100", "--set", "train.log_every=4",
+        "--set", "train.references=false", "--set", "train.checkpoint_every=100", "--set", "train.log_every=4",
         *extra,
     ])
 

@@ -249,7 +249,7 @@ def test_llm_team_gives_the_adversarial_prompt_to_the_drawn_agent_only(tmp_path)
 def tiny_run(tmp_path_factory) -> Path:
     """A 16-episode QMIX run on the clean default setting (8 held-out episodes per policy)."""
     out = tmp_path_factory.mktemp("tiny")
-    assert train_qmix.main(["--episodes", "16", "--set", "train.oracle_samples=0", "--set", "train.eval_episodes=8",
+    assert train_qmix.main(["--episodes", "16", "--set", "train.references=false", "--set", "train.eval_episodes=8",
                             "--set", "train.warmup_episodes=8", "--set", "learner.batch_size=8",
                             "--set", "learner.hidden_dim=16", "--set", "train.log_every=8",
                             "--no-progress", "--out", str(out)]) == 0

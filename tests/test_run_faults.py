@@ -58,7 +58,7 @@ def sim_run(out, *extra):
     return train_qmix.main(["--config", "configs/default.yaml", "--no-progress", "--no-pictures", "--out", str(out),
                             "--episodes", "12", "--set", "learner.hidden_dim=16", "--set", "learner.batch_size=4",
                             "--set", "train.warmup_episodes=4", "--set", "train.eval_episodes=5",
-                            "--set", "train.oracle_samples=0", "--set", "train.checkpoint_every=4",
+                            "--set", "train.references=false", "--set", "train.checkpoint_every=4",
                             "--set", "train.log_every=4", *extra])
 
 

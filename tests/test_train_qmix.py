@@ -17,19 +17,20 @@ import torch
 import train_qmix
 from learners.agent_network import AgentQNetwork
 from learners.config import load_experiment
-from learners.evaluation import QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint
+from learners.evaluation import QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint, score_on_simulator
 from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
-from topo_env.baselines import BASELINES, evaluate_policy, make_baseline
-from topo_env.config import ConfigError, load_yaml
+from topo_env import headroom
+from topo_env.baselines import BASELINES, FIXED_BASELINES, evaluate_policy, make_baseline
+from topo_env.config import ConfigError, EnvConfig, load_yaml
 from topo_env import seeding
 from topo_env.env import TopologyParallelEnv
 
 torch.set_num_threads(1)
 
 SMALL = [
-    "--set", "train.eval_episodes=20", "--set", "train.oracle_samples=0", "--set", "train.warmup_episodes=8",
+    "--set", "train.eval_episodes=20", "--set", "train.references=false", "--set", "train.warmup_episodes=8",
     "--set", "learner.batch_size=8", "--set", "train.checkpoint_every=20", "--set", "train.log_every=10",
     "--set", "learner.hidden_dim=32", "--no-progress",
 ]
@@ -148,14 +149,37 @@ def test_tensorboard_logs(straight_run):
         assert (image.width, image.height) == (16 * 3, 16 * 3)
 
 
-def test_oracle_results_present_when_requested(tmp_path):
-    out = tmp_path / "oracle"
-    assert train(out, "--episodes", "10", "--set", "train.oracle_samples=30", "--set", "env.rounds=2") == 0
-    res = load_results(out)["eval"]
-    for name in ("oracle_fixed", "oracle_bucket"):
-        assert name in res
-        assert isinstance(res[name]["reward"], float) and math.isfinite(res[name]["reward"])
-    assert set(res) >= set(POLICIES)
+def test_headroom_references_scored_on_the_same_held_out_episodes(tmp_path, monkeypatch):
+    """results.json carries best_fixed, adaptive and headroom_share, computed once and then read
+    from the cache; every difference is paired on the same episodes."""
+    monkeypatch.setenv("TOPOMARL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(headroom, "REFERENCE_SELECTION", {**headroom.REFERENCE_SELECTION,
+                                                         "samples": 300, "rerank_samples": 600})
+    out = tmp_path / "refs"
+    assert train(out, "--episodes", "10", "--set", "train.references=true", "--set", "env.rounds=2") == 0
+    assert len(list((tmp_path / "cache").glob("references-*.json"))) == 1
+    result = load_results(out)
+    res, minus = result["eval"], result["qmix_minus"]
+    for name in ("best_fixed", "context_only", "adaptive", *FIXED_BASELINES):
+        assert res[name]["episodes"] == res["qmix"]["episodes"]
+        assert minus[name]["mean"] == pytest.approx(res["qmix"]["reward"] - res[name]["reward"], abs=1e-9)
+    gap = res["adaptive"]["reward"] - res["best_fixed"]["reward"]
+    assert res["headroom"] == pytest.approx(gap)
+    assert res["headroom_share"] == pytest.approx((res["qmix"]["reward"] - res["best_fixed"]["reward"]) / gap)
+    config = EnvConfig(rounds=2)
+    _, cached = headroom.cached_references(config, progress=False)
+    assert cached
+
+
+def test_fixed_baselines_on_the_simulator_equal_the_env_evaluation():
+    """The batch-scored baselines meet the env's held-out episodes exactly (common random numbers)."""
+    env = TopologyParallelEnv(EnvConfig(rounds=2, split="eval"))
+    figures, rewards = score_on_simulator(env, 60, seed=123, progress=False, references=False)
+    for name in FIXED_BASELINES:
+        on_env, traces = evaluate(env, make_baseline(name), 60, seed=123, progress=False)
+        np.testing.assert_allclose(rewards[name], [t.reward for t in traces], rtol=0, atol=1e-12)
+        for key in ("reward", "accuracy", "tokens_per_task", "density"):
+            assert figures[name][key] == pytest.approx(on_env[key], abs=1e-12)
 
 
 # -- resume ---------------------------------------------------------------------------------------
@@ -443,7 +467,7 @@ LEARN = [
     "--set", "env.adversarial_agents=[0]", "--set", "env.w_tok=2.0", "--set", "env.max_tokens=20000",
     "--set", "learner.hidden_dim=32", "--set", "learner.lr=0.001", "--set", "learner.target_update_interval=50",
     "--set", "learner.eps_anneal_episodes=200", "--set", "train.warmup_episodes=32",
-    "--set", "train.eval_episodes=600", "--set", "train.oracle_samples=0",
+    "--set", "train.eval_episodes=600", "--set", "train.references=false",
     "--set", "train.checkpoint_every=1000", "--set", "train.log_every=100",
 ]
 

@@ -29,7 +29,13 @@ a model with more hidden variables (e.g. a subject) adds a column in :func:`hidd
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,7 +48,8 @@ from topo_env.oracle import (
 )
 from topo_env.sim.batch import BatchResult, BatchSimulator, BatchState, TaskArrays
 from topo_env.sim.model import EpisodeNoise
-from topo_env.sim.profiles import get_profile
+from topo_env.config import EnvConfig
+from topo_env.sim.profiles import get_profile, profile_to_dict
 from topo_env.tasks import DIFFICULTY_BUCKETS
 
 CONTEXT_VARIABLES = ("subject", "difficulty_bucket", "adversaries")
@@ -155,45 +162,74 @@ def open_loop_policy(index: int, sim: BatchSimulator) -> np.ndarray:
     return np.array([first] + [second] * len(outcome_names(sim.n)), dtype=np.int64)
 
 
-def measure_headroom(profile_name: str, rounds: int = 2, adversary: str = "none",
-                     samples: int = DEFAULT_HEADROOM_SAMPLES, rerank_samples: int = DEFAULT_LARGE_SAMPLES,
-                     episodes: int = DEFAULT_LARGE_SAMPLES, seed: int = 0, adversarial_agents: tuple[int, ...] = (),
-                     shortlist: int = DEFAULT_SHORTLIST, context_shortlist: int = DEFAULT_CONTEXT_SHORTLIST,
-                     target_rule: str = "disagree", progress: bool = True, n_agents: int = ORACLE_AGENTS,
-                     chunk_rows: int = DEFAULT_CHUNK_ROWS) -> dict[str, Any]:
-    """The headroom of the privileged adaptive reference over the best fixed sequence (module docstring).
+@dataclass(frozen=True)
+class References:
+    """The headroom references as policies any batch of episodes can play.
 
-    ``adversary="random"``: one adversary per episode at a uniformly random position; otherwise
-    ``adversarial_agents`` (fixed positions, default none). Returns plain Python values:
-    ``profile``, ``best_fixed``, ``adaptive``, ``context_only``, ``headroom``, ``headroom_se``,
-    ``context_only_headroom`` (and ``_se``), ``episodes`` (held-out) and their accuracies, the
-    best fixed sequence, ``selection`` (the same figures on the re-ranking episodes), ``contexts``
-    (per context: share, rewards, the adaptive policy), the settings and ``seconds``.
+    ``fixed_index``: the best fixed open-loop sequence (:func:`topo_env.oracle.sequence_actions`'
+    index); ``contexts``: (C, V) the context rows seen in selection (columns of the ``context``
+    function used, :func:`hidden_context` by default); ``adaptive`` and ``context_only``: (C, 1 + K)
+    policies per context row as in :func:`policy_candidates`. A context never seen in selection
+    plays the best fixed sequence."""
 
-    Raises ValueError naming a bad setting.
-    """
-    check_setting(n_agents, rounds)
-    for name, value in (("samples", samples), ("rerank_samples", rerank_samples), ("episodes", episodes),
-                        ("shortlist", shortlist), ("context_shortlist", context_shortlist)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name}={value!r}: must be an integer >= 1")
-    if adversary not in ADVERSARY_SETTINGS:
-        raise ValueError(f"adversary={adversary!r}: must be one of {list(ADVERSARY_SETTINGS)}")
-    if adversary == "random" and adversarial_agents:
-        raise ValueError(f"adversarial_agents={list(adversarial_agents)}: fixed positions cannot be combined "
-                         "with adversary='random'")
-    started = time.perf_counter()
-    random_position = adversary == "random"
-    sim = BatchSimulator(get_profile(profile_name), n_agents, int(rounds), adversarial_agents=tuple(adversarial_agents),
-                         target_rule=target_rule, adversary_position="random" if random_position else "fixed",
-                         n_adversaries=1 if random_position else None)
+    fixed_index: int
+    contexts: np.ndarray
+    adaptive: np.ndarray
+    context_only: np.ndarray
+
+    def policies(self, name: str, context_rows: np.ndarray, sim: BatchSimulator) -> np.ndarray:
+        """(B, 1 + K) policy of reference ``name`` ("best_fixed", "adaptive", "context_only") for
+        each row of ``context_rows`` (B, V)."""
+        fixed = open_loop_policy(self.fixed_index, sim)
+        rows = np.broadcast_to(fixed, (len(context_rows), len(fixed))).copy()
+        if name == "best_fixed":
+            return rows
+        table = {"adaptive": self.adaptive, "context_only": self.context_only}[name]
+        lookup = {tuple(int(v) for v in row): c for c, row in enumerate(self.contexts)}
+        for b, row in enumerate(np.asarray(context_rows)):
+            c = lookup.get(tuple(int(v) for v in row))
+            if c is not None:
+                rows[b] = table[c]
+        return rows
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fixed_index": int(self.fixed_index), "contexts": self.contexts.tolist(),
+                "adaptive": self.adaptive.tolist(), "context_only": self.context_only.tolist()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "References":
+        return cls(int(data["fixed_index"]), *(np.asarray(data[k], dtype=np.int64).reshape(len(data["contexts"]), -1)
+                                               for k in ("contexts", "adaptive", "context_only")))
+
+
+REFERENCE_NAMES = ("best_fixed", "context_only", "adaptive")
+
+
+def play_references(sim: BatchSimulator, references: References, tasks: TaskArrays, noise: EpisodeNoise,
+                    adversaries: np.ndarray,
+                    context: Callable[[TaskArrays, np.ndarray], np.ndarray] = hidden_context) -> dict[str, BatchResult]:
+    """Each reference of :data:`REFERENCE_NAMES` played on the same B episodes (common random numbers)."""
+    rows = context(tasks, adversaries)
+    return {name: play_policies(sim, references.policies(name, rows, sim), tasks, noise, adversaries)
+            for name in REFERENCE_NAMES}
+
+
+def select_references(sim: BatchSimulator, seed: int = 0, samples: int = DEFAULT_HEADROOM_SAMPLES,
+                      rerank_samples: int = DEFAULT_LARGE_SAMPLES, shortlist: int = DEFAULT_SHORTLIST,
+                      context_shortlist: int = DEFAULT_CONTEXT_SHORTLIST, progress: bool = True,
+                      chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                      context: Callable[[TaskArrays, np.ndarray], np.ndarray] = hidden_context,
+                      ) -> tuple[References, dict[str, Any]]:
+    """Search the references (module docstring) on the oracle's "train" and "rerank" episodes of
+    ``seed``. Returns them and the selection figures: ``selection`` (each reference's reward on the
+    re-ranking episodes) and, per context, its row and the re-ranking episodes it had
+    (``context_episodes``)."""
     train = draw_episodes(sim, samples, seed, "train")
     rerank = draw_episodes(sim, rerank_samples, seed, "rerank")
-    held_out = draw_episodes(sim, episodes, seed, "eval")
-    values = [hidden_context(tasks, adv) for tasks, _, adv in (train, rerank, held_out)]
+    values = [context(tasks, adv) for tasks, _, adv in (train, rerank)]
     known, inverse = np.unique(np.concatenate(values), axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
-    train_ctx, rerank_ctx, held_ctx = np.split(inverse, np.cumsum([len(v) for v in values[:2]]))
+    train_ctx, rerank_ctx = inverse[:len(values[0])], inverse[len(values[0]):]
     n_context = len(known)
     n_class = len(outcome_names(sim.n)) if sim.rounds == 2 else 1
 
@@ -222,26 +258,77 @@ def measure_headroom(profile_name: str, rounds: int = 2, adversary: str = "none"
     slot_sums = np.stack([np.bincount(rerank_ctx, weights=r, minlength=n_context) for r in slot_rewards])  # (L, C)
     adaptive_slot = slot_sums.argmax(axis=0)  # (C,)
     context_slot = slot_sums[:1 + min(context_shortlist, n_first)].argmax(axis=0)  # slot 0 and the open-loop ones
-    adaptive_policy = candidates[np.arange(n_context), adaptive_slot]  # (C, 1 + K)
-    context_policy = candidates[np.arange(n_context), context_slot]
+    references = References(int(fixed_index), known.astype(np.int64),
+                            candidates[np.arange(n_context), adaptive_slot],
+                            candidates[np.arange(n_context), context_slot])
     rerank_rows = np.arange(len(rerank_ctx))
+    selection = {
+        "selection": {
+            "best_fixed": float(slot_rewards[0].mean()),
+            "adaptive": float(slot_rewards[adaptive_slot[rerank_ctx], rerank_rows].mean()),
+            "context_only": float(slot_rewards[context_slot[rerank_ctx], rerank_rows].mean()),
+        },
+        "context_episodes": np.bincount(rerank_ctx, minlength=n_context).tolist(),
+    }
+    return references, selection
+
+
+def measure_headroom(profile_name: str, rounds: int = 2, adversary: str = "none",
+                     samples: int = DEFAULT_HEADROOM_SAMPLES, rerank_samples: int = DEFAULT_LARGE_SAMPLES,
+                     episodes: int = DEFAULT_LARGE_SAMPLES, seed: int = 0, adversarial_agents: tuple[int, ...] = (),
+                     shortlist: int = DEFAULT_SHORTLIST, context_shortlist: int = DEFAULT_CONTEXT_SHORTLIST,
+                     target_rule: str = "disagree", progress: bool = True, n_agents: int = ORACLE_AGENTS,
+                     chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                     context: Callable[[TaskArrays, np.ndarray], np.ndarray] = hidden_context) -> dict[str, Any]:
+    """The headroom of the privileged adaptive reference over the best fixed sequence (module docstring).
+
+    ``adversary="random"``: one adversary per episode at a uniformly random position; otherwise
+    ``adversarial_agents`` (fixed positions, default none). ``context(tasks, adversaries)`` gives
+    the (B, V) int64 context columns the adaptive reference conditions on (default
+    :func:`hidden_context`; a study may pass e.g. what a reader of the task text could infer).
+    Returns plain Python values: ``profile``, ``best_fixed``, ``adaptive``, ``context_only``,
+    ``headroom``, ``headroom_se``, ``context_only_headroom`` (and ``_se``), ``episodes`` (held-out)
+    and their accuracies, the best fixed sequence, ``selection`` (the same figures on the
+    re-ranking episodes), ``contexts`` (per context: share, rewards, the adaptive policy), the
+    settings and ``seconds``.
+
+    Raises ValueError naming a bad setting.
+    """
+    check_setting(n_agents, rounds)
+    for name, value in (("samples", samples), ("rerank_samples", rerank_samples), ("episodes", episodes),
+                        ("shortlist", shortlist), ("context_shortlist", context_shortlist)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name}={value!r}: must be an integer >= 1")
+    if adversary not in ADVERSARY_SETTINGS:
+        raise ValueError(f"adversary={adversary!r}: must be one of {list(ADVERSARY_SETTINGS)}")
+    if adversary == "random" and adversarial_agents:
+        raise ValueError(f"adversarial_agents={list(adversarial_agents)}: fixed positions cannot be combined "
+                         "with adversary='random'")
+    started = time.perf_counter()
+    random_position = adversary == "random"
+    sim = BatchSimulator(get_profile(profile_name), n_agents, int(rounds), adversarial_agents=tuple(adversarial_agents),
+                         target_rule=target_rule, adversary_position="random" if random_position else "fixed",
+                         n_adversaries=1 if random_position else None)
+    references, selection = select_references(sim, seed, samples, rerank_samples, shortlist, context_shortlist,
+                                              progress, chunk_rows, context)
 
     # Held-out ("eval"): all three on the same episodes.
-    fixed_result = sim.run(sequence_actions(fixed_index, sim.rounds, sim.n), *held_out)
-    adaptive_result = play_policies(sim, adaptive_policy[held_ctx], *held_out)
-    context_result = play_policies(sim, context_policy[held_ctx], *held_out)
+    held_out = draw_episodes(sim, episodes, seed, "eval")
+    played = play_references(sim, references, *held_out, context=context)
+    fixed_result, adaptive_result, context_result = (played[k] for k in ("best_fixed", "adaptive", "context_only"))
     diff = adaptive_result.reward - fixed_result.reward
     context_diff = context_result.reward - fixed_result.reward
+    held_rows = context(held_out[0], held_out[2])
     contexts = []
-    for c in range(n_context):
-        held, sel = held_ctx == c, rerank_ctx == c
+    for c, row in enumerate(references.contexts):
+        held = (held_rows == row).all(axis=1)
         contexts.append({
-            "context": context_description(known[c], sim.profile.subject_names),
+            "context": context_description(row, sim.profile.subject_names),
             "share": float(held.mean()),
             "best_fixed": float(fixed_result.reward[held].mean()) if held.any() else None,
             "adaptive": float(adaptive_result.reward[held].mean()) if held.any() else None,
-            "selection_episodes": int(sel.sum()),
-            "policy": _policy_description(adaptive_policy[c], sim),
+            "selection_episodes": int(selection["context_episodes"][c]),
+            "policy": _policy_description(references.adaptive[c], sim),
         })
     return {
         "profile": profile_name,
@@ -255,12 +342,8 @@ def measure_headroom(profile_name: str, rounds: int = 2, adversary: str = "none"
         "episodes": int(episodes),
         "best_fixed_accuracy": float(fixed_result.accuracy.mean()),
         "adaptive_accuracy": float(adaptive_result.accuracy.mean()),
-        "best_fixed_sequence": sequence_names(sequence_actions(fixed_index, sim.rounds, sim.n)),
-        "selection": {
-            "best_fixed": float(slot_rewards[0].mean()),
-            "adaptive": float(slot_rewards[adaptive_slot[rerank_ctx], rerank_rows].mean()),
-            "context_only": float(slot_rewards[context_slot[rerank_ctx], rerank_rows].mean()),
-        },
+        "best_fixed_sequence": sequence_names(sequence_actions(references.fixed_index, sim.rounds, sim.n)),
+        "selection": selection["selection"],
         "context_variables": list(CONTEXT_VARIABLES),
         "outcome_classes": outcome_names(sim.n) if sim.rounds == 2 else [],
         "contexts": contexts,
@@ -311,3 +394,75 @@ def format_headroom(result: dict[str, Any]) -> str:
                  f"headroom = adaptive - best fixed, (paired standard error); selection: on the "
                  f"{result['rerank_samples']} re-ranking episodes the policies were picked on")
     return "\n".join(lines)
+
+
+# -- the references of a training run -----------------------------------------------------------
+REFERENCE_SELECTION = {"samples": DEFAULT_HEADROOM_SAMPLES, "rerank_samples": DEFAULT_LARGE_SAMPLES,
+                       "shortlist": DEFAULT_SHORTLIST, "context_shortlist": DEFAULT_CONTEXT_SHORTLIST}
+"""The selection sizes of :func:`cached_references` (those of ``python -m topo_env.oracle --headroom``)."""
+MODEL_SOURCES = ("sim/model.py", "sim/batch.py", "sim/profiles.py", "sim/tasks.py", "headroom.py", "oracle.py")
+"""Files (under ``topo_env/``) whose code decides the references: a change to any of them invalidates the cache."""
+
+
+def env_episodes(env: Any, seeds: Sequence[int], split: str) -> tuple[TaskArrays, EpisodeNoise, np.ndarray]:
+    """The tasks, noise and (B, N) bool adversary masks of ``env``'s episodes ``seeds`` of ``split``
+    (``env.reset(seed=s, options={"split": split})``, as every evaluation plays them), for the
+    batch simulator: with a simulated team, a reference played on them meets the same tasks and
+    noise as the env's policies (common random numbers)."""
+    tasks, noises = [], []
+    adversaries = np.zeros((len(seeds), env.n_agents), dtype=bool)
+    for b, seed in enumerate(seeds):
+        env.reset(seed=int(seed), options={"split": split})
+        tasks.append(env.task)
+        noises.append(env.backend.noise)
+        adversaries[b, list(env.adversaries)] = True
+    return TaskArrays.from_tasks(tasks), EpisodeNoise.concatenate(noises), adversaries
+
+
+def reference_cache_dir() -> Path:
+    """Where :func:`cached_references` keeps its files: ``$TOPOMARL_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/topomarl`` (default ``~/.cache/topomarl``)."""
+    explicit = os.environ.get("TOPOMARL_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "topomarl"
+
+
+def references_key(config: EnvConfig, seed: int = 0) -> str:
+    """A digest of everything :func:`cached_references` depends on: the simulated team the config
+    builds (its resolved profile, team, roles, adversaries, reward), the selection settings and
+    the code of :data:`MODEL_SOURCES`."""
+    env = config.to_dict()
+    for key in ("split", "render_mode", "encoder", "embed_dim", "backend", "reward_mode", "disabled_actions"):
+        env.pop(key, None)  # what the simulated team does not depend on
+    root = Path(__file__).resolve().parent
+    payload = {"env": env, "profile": profile_to_dict(get_profile(config.profile)), "seed": int(seed),
+               "selection": REFERENCE_SELECTION,
+               "code": [hashlib.sha256((root / f).read_bytes()).hexdigest() for f in MODEL_SOURCES]}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def cached_references(config: EnvConfig, seed: int = 0, progress: bool = True,
+                      cache_dir: Path | None = None) -> tuple[References, bool]:
+    """The headroom references of the simulated team ``config`` builds (N = 3, T <= 2), selected as
+    ``python -m topo_env.oracle --headroom`` selects them (seed ``seed``), from the cache when an
+    earlier run computed them (key: :func:`references_key`). Returns them and whether they came
+    from the cache. Raises ValueError for a setting the search does not cover."""
+    check_setting(config.n_agents, config.rounds)
+    directory = cache_dir or reference_cache_dir()
+    path = directory / f"references-{references_key(config, seed)}.json"
+    if path.is_file():
+        try:
+            return References.from_dict(json.loads(path.read_text())), True
+        except (ValueError, KeyError, TypeError):
+            pass  # a damaged file: recompute it
+    sim = BatchSimulator.from_config(config)
+    references, _ = select_references(sim, seed=seed, progress=progress, **REFERENCE_SELECTION)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(references.to_dict()))
+        tmp.replace(path)
+    except OSError:
+        pass  # no writable cache: the next run recomputes them
+    return references, False
