@@ -34,12 +34,14 @@ from tqdm import tqdm
 
 from learners.buffer import EpisodeReplayBuffer
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
-from learners.evaluation import QMIXPolicy, evaluate, paired_difference, score_on_simulator
+from learners.evaluation import (QMIXPolicy, evaluate, layout_difference, load_checkpoint, paired_difference,
+                                 score_on_simulator)
 from learners.inflight import EpisodesInFlight, sibling_envs
 from learners.evaluation import config_overrides as _flatten  # a saved config as --set overrides (--resume)
 from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner, EpisodeStats
 from learners.schedules import epsilon_at, lr_at
+from learners.seeds import format_seeds, run_seeds
 from topo_env.actions import N_ACTIONS
 from topo_env.baselines import BASELINES, FIXED_BASELINES, SequencePolicy, make_baseline
 from topo_env.backends import BackendFailed, BackendUnavailable
@@ -49,10 +51,11 @@ from topo_env.config import ConfigError
 from topo_env.env import TopologyParallelEnv
 from topo_env.seeding import (EVAL_SEED_OFFSET, EXPLORATION_STREAM, REPLAY_STREAM, VALIDATION_SEED_OFFSET,
                               episode_rng, training_env_seed)
-from topo_env.plots import draw_episodes, plot_action_distribution, plot_learning_curves, save_figure
+from topo_env.plots import (draw_episodes, plot_action_distribution, plot_learning_curves, plot_sample_efficiency,
+                            save_figure)
 
 
-RESUME_OVERRIDABLE = frozenset({"train.token_budget", "train.eval_episodes", "train.checkpoint_every",
+RESUME_OVERRIDABLE = frozenset({"train.token_budget", "train.call_budget", "train.eval_episodes", "train.checkpoint_every",
                                 "train.episodes_in_flight",
                                 "train.references", "env.backend.base_url", "env.backend.timeout_s",
                                 "env.backend.max_retries", "env.backend.backoff_s", "env.backend.max_concurrency"})
@@ -78,8 +81,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="override a config key; nested keys with dots (env.backend.model=...); values are YAML")
     p.add_argument("--episodes", type=positive_int, help="training episodes (overrides train.episodes)")
     p.add_argument("--seed", type=int, help="seed (overrides train.seed)")
+    p.add_argument("--seeds", type=int, nargs="+", metavar="S",
+                   help="train each of these seeds in its own process (--out DIR: DIR/seed<S>/) and report means over "
+                        "seeds with their standard errors (DIR/seeds.json)")
+    p.add_argument("--jobs", type=positive_int, help="with --seeds: processes at once (default: the CPU count)")
     p.add_argument("--out", help="output directory (default runs/qmix-<profile>-seed<seed>)")
     p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its checkpoint")
+    p.add_argument("--init-from", metavar="RUN_DIR",
+                   help="start from another run's networks (its validation-best agent network if it validated, and "
+                        "its mixer); the observation layout and the network sizes must match")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--no-pictures", action="store_true", help="write no PNG pictures at the end")
     p.add_argument("--trace-out", metavar="PATH",
@@ -123,13 +133,13 @@ def pick_device(name: str) -> torch.device:
 
 
 def validate(envs: list[TopologyParallelEnv], learner: QMIXLearner, cfg: ExperimentConfig, validation: dict,
-             episode: int, device: torch.device, writer: SummaryWriter) -> int:
+             episode: int, device: torch.device, writer: SummaryWriter) -> tuple[int, int]:
     """Score the greedy policy of the current network on the validation episodes (train-split
     tasks, the same seeds every time; ``envs``: the env and its siblings, one per episode in
     flight) and keep a copy of the network if it is the best so far.
     ``validation``: ``{"history": [{"episode", "reward"}, ...], "best": {"episode", "reward",
-    "agent": state_dict} or None}``, updated in place. Returns the tokens the checks spent (they
-    count toward ``train.token_budget``)."""
+    "agent": state_dict} or None}``, updated in place. Returns the tokens and LLM calls the checks
+    spent (they count toward ``train.token_budget`` and ``train.call_budget``)."""
     figures, _ = evaluate(envs[0], QMIXPolicy(learner.agent, device), cfg.train.validate_episodes,
                           seed=cfg.train.seed + VALIDATION_SEED_OFFSET, split="train", progress=False, siblings=envs[1:])
     validation["history"].append({"episode": episode, "reward": figures["reward"]})
@@ -137,14 +147,31 @@ def validate(envs: list[TopologyParallelEnv], learner: QMIXLearner, cfg: Experim
     if validation["best"] is None or figures["reward"] > validation["best"]["reward"]:
         validation["best"] = {"episode": episode, "reward": figures["reward"],
                               "agent": copy.deepcopy(learner.agent.state_dict())}
-    return int(figures["total_tokens"])
+    return int(figures["total_tokens"]), round(figures["calls_per_task"] * figures["episodes"])
+
+
+def add_spent(spent: dict[str, int], tokens: int, calls: int) -> None:
+    """Count ``tokens`` and ``calls`` into ``spent`` (``{"tokens", "calls"}``, in place)."""
+    spent["tokens"] += int(tokens)
+    spent["calls"] += int(calls)
+
+
+def budget_reached(cfg: ExperimentConfig, spent: dict[str, int]) -> str | None:
+    """Which budget ``spent`` (``{"tokens", "calls"}``, training and validation) has reached, in
+    words, or None: ``train.token_budget`` and ``train.call_budget`` (0: none)."""
+    for what, budget in (("tokens", cfg.train.token_budget), ("calls", cfg.train.call_budget)):
+        if budget and spent[what] >= budget:
+            return f"{'token' if what == 'tokens' else 'call'} budget reached ({spent[what]} {what} >= {budget})"
+    return None
 
 
 def save_checkpoint(path: Path, cfg: ExperimentConfig, learner: QMIXLearner, buffer: EpisodeReplayBuffer,
-                    episode: int, curves: list[dict] = (), tokens_spent: int = 0,
-                    validation: dict | None = None) -> None:
+                    episode: int, curves: list[dict] = (), spent: dict[str, int] | None = None,
+                    validation: dict | None = None, held_out_curve: list[dict] = ()) -> None:
+    spent = spent or {"tokens": 0, "calls": 0}
     state = {"config": cfg.to_dict(), "learner": learner.state_dict(), "episode": episode, "curves": list(curves),
-             "tokens_spent": int(tokens_spent), "validation": validation,
+             "tokens_spent": int(spent["tokens"]), "calls_spent": int(spent["calls"]), "validation": validation,
+             "held_out_curve": list(held_out_curve),
              "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
              "buffer": buffer.state_dict() if cfg.train.save_buffer else None}
     tmp = path.with_suffix(".tmp")
@@ -160,8 +187,12 @@ def save_checkpoint(path: Path, cfg: ExperimentConfig, learner: QMIXLearner, buf
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.seeds:
+        return main_seeds(args)
 
     # -- configuration ---------------------------------------------------------------------
+    if args.resume and args.init_from:
+        raise ConfigError("--init-from with --resume: a resumed run continues from its own checkpoint")
     if args.resume:
         out_dir = Path(args.resume)
         for text in args.set:  # a resumed run is the same experiment: only its bookkeeping may change
@@ -212,6 +243,13 @@ def main(argv: list[str] | None = None) -> int:
                        if cfg.train.validate_every else [])
     validation = {"history": [], "best": None}
     start = 0
+    if args.init_from:
+        init_cfg, init_checkpoint = load_checkpoint(args.init_from)
+        differs = layout_difference(cfg, init_cfg)
+        if differs:
+            raise ConfigError(f"--init-from {args.init_from}: its networks do not fit this run: {differs}")
+        best = (init_checkpoint.get("validation") or {}).get("best")
+        learner.load_networks(init_checkpoint["learner"], agent=best["agent"] if best else None)
     if checkpoint is not None:
         learner.load_state_dict(checkpoint["learner"])
         if checkpoint["buffer"] is not None:
@@ -235,10 +273,28 @@ def main(argv: list[str] | None = None) -> int:
               "for later runs)", file=sys.stderr)
     started = time.perf_counter()
     stop = GracefulStop()  # Ctrl-C finishes the episodes in flight, checkpoints, and exits
-    tokens_spent = int(checkpoint.get("tokens_spent", 0)) if checkpoint is not None else 0  # toward token_budget
-    overshoot = 0  # episodes in flight when the token budget was reached (they finish: their tokens are spent)
+    # toward train.token_budget and train.call_budget: training and validation episodes
+    spent = {"tokens": int(checkpoint.get("tokens_spent", 0)), "calls": int(checkpoint.get("calls_spent", 0))} \
+        if checkpoint is not None else {"tokens": 0, "calls": 0}
+    overshoot = 0  # episodes in flight when a budget was reached (they finish: their tokens and calls are spent)
     committed, untouched = start, True  # untouched: learner and replay hold exactly `committed` episodes
     rollouts = EpisodesInFlight(train_envs)
+    eval_seed = seed + EVAL_SEED_OFFSET
+    held_out_curve: list[dict] = list(checkpoint.get("held_out_curve", [])) if checkpoint is not None else []
+
+    def curve_point(episode: int) -> dict:
+        """The learning curve's point after ``episode`` training episodes: the greedy policy of now
+        on the first ``train.curve_episodes`` held-out episodes (reporting only: no run decision
+        reads it, and its calls count toward no budget)."""
+        figures, _ = evaluate(eval_env, QMIXPolicy(learner.agent, device), cfg.train.curve_episodes, seed=eval_seed,
+                              split="eval", progress=False, siblings=eval_envs[1:])
+        writer.add_scalar("held_out/reward", figures["reward"], episode)
+        writer.add_scalar("held_out/reward_by_calls", figures["reward"], spent["calls"])
+        return {"episode": episode, "calls": spent["calls"], "tokens": spent["tokens"], "reward": figures["reward"],
+                "accuracy": figures["accuracy"], "tokens_per_task": figures["tokens_per_task"]}
+
+    if cfg.train.curve_every and start == 0:
+        held_out_curve.append(curve_point(0))  # the untrained network
 
     def launch(env: TopologyParallelEnv, slot: int, j: int):
         """Episode j, launched once episode j - K is committed: played with the weights of now."""
@@ -261,14 +317,17 @@ def main(argv: list[str] | None = None) -> int:
                 for _ in range(cfg.learner.updates_per_episode):
                     losses.append(learner.update(buffer.sample(cfg.learner.batch_size, sample_rng)))
             if cfg.train.validate_every and (episode + 1) % cfg.train.validate_every == 0:
-                tokens_spent += validate(validation_envs, learner, cfg, validation, episode + 1, device, writer)
+                add_spent(spent, *validate(validation_envs, learner, cfg, validation, episode + 1, device, writer))
             window.append(stats)
-            tokens_spent += stats.tokens
-            if cfg.train.token_budget and tokens_spent >= cfg.train.token_budget and not stop.requested:
+            add_spent(spent, stats.tokens, stats.calls)
+            if cfg.train.curve_every and (episode + 1) % cfg.train.curve_every == 0:
+                held_out_curve.append(curve_point(episode + 1))
+            reached = budget_reached(cfg, spent)
+            if reached and not stop.requested:
                 overshoot = rollouts.in_flight  # episodes started before the budget was reached
-                print(f"\ntoken budget reached ({tokens_spent} >= {cfg.train.token_budget})"
+                print(f"\n{reached}"
                       + (f"; finishing the {rollouts.in_flight} episode(s) already in flight (started before it was "
-                         "reached), which add their tokens" if rollouts.in_flight else ""), file=sys.stderr)
+                         "reached), which add their tokens and calls" if rollouts.in_flight else ""), file=sys.stderr)
                 stop.requested = True
             if stop.requested:  # a budget or a Ctrl-C: launch nothing more, finish what is in flight
                 rollouts.stop_launching()
@@ -280,13 +339,14 @@ def main(argv: list[str] | None = None) -> int:
                 window, losses = [], []
             stopping = stop.requested and not rollouts.in_flight
             if (episode + 1) % cfg.train.checkpoint_every == 0 or stopping:
-                save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, episode + 1, curves, tokens_spent,
-                                validation)
+                save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, episode + 1, curves, spent,
+                                validation, held_out_curve)
             committed, untouched = episode + 1, True
             if stopping:
                 if overshoot:
-                    print(f"token budget: {tokens_spent} tokens spent of {cfg.train.token_budget}, the overshoot "
-                          f"from the {overshoot} episode(s) started before it was reached", file=sys.stderr)
+                    print(f"spent {spent['tokens']} tokens (budget {cfg.train.token_budget or 'none'}) and "
+                          f"{spent['calls']} calls (budget {cfg.train.call_budget or 'none'}), the overshoot from the "
+                          f"{overshoot} episode(s) started before the budget was reached", file=sys.stderr)
                 print(f"\nstopped: checkpoint at episode {episode + 1} in {out_dir}; continue with --resume {out_dir}")
                 return 130
     except KeyboardInterrupt:  # a second Ctrl-C: the episodes in flight are lost, the last checkpoint stands
@@ -296,7 +356,8 @@ def main(argv: list[str] | None = None) -> int:
         raise
     except BackendFailed as err:  # the team's server went down: keep what completed, say how to go on
         if untouched:
-            save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, committed, curves, tokens_spent, validation)
+            save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, committed, curves, spent, validation,
+                            held_out_curve)
             kept = f"saved a checkpoint after the {committed} completed episodes"
         else:
             kept = "the last periodic checkpoint stands"
@@ -309,9 +370,11 @@ def main(argv: list[str] | None = None) -> int:
         stop.restore()
     train_seconds = time.perf_counter() - started
     if cfg.train.validate_every and (not validation["history"] or validation["history"][-1]["episode"] != cfg.train.episodes):
-        tokens_spent += validate(validation_envs, learner, cfg, validation, cfg.train.episodes, device, writer)  # the last network
-    save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, cfg.train.episodes, curves, tokens_spent,
-                    validation)
+        add_spent(spent, *validate(validation_envs, learner, cfg, validation, cfg.train.episodes, device, writer))
+    if cfg.train.curve_every and (not held_out_curve or held_out_curve[-1]["episode"] != cfg.train.episodes):
+        held_out_curve.append(curve_point(cfg.train.episodes))  # the last network
+    save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, cfg.train.episodes, curves, spent,
+                    validation, held_out_curve)
     # the evaluated policy: the network that validated best (with validation), else the last one
     policy_agent = learner.agent
     if validation["best"] is not None and validation["best"]["episode"] != cfg.train.episodes:
@@ -319,7 +382,6 @@ def main(argv: list[str] | None = None) -> int:
         policy_agent.load_state_dict(validation["best"]["agent"])
 
     # -- evaluation on held-out tasks -------------------------------------------------------
-    eval_seed = seed + EVAL_SEED_OFFSET
     # every policy through one loop and one summary (learners.evaluation): the same keys for all
     results, traces = {}, {}
     qmix_policies = [QMIXPolicy(policy_agent, device)]
@@ -354,13 +416,22 @@ def main(argv: list[str] | None = None) -> int:
                     if gap > 0 else None}
     summary = {"config": cfg.to_dict(), "eval": {**results, **headroom}, "qmix_minus": paired,
                "train": {"episodes": cfg.train.episodes, "seconds": train_seconds, "updates": learner.updates,
-                         "curves": curves}}
+                         "tokens": spent["tokens"], "calls": spent["calls"], "curves": curves,
+                         **({"init_from": str(args.init_from)} if args.init_from else {})}}
+    if held_out_curve:
+        first = min(cfg.train.curve_episodes, cfg.train.eval_episodes)
+        summary["learning_curve"] = {
+            "every": cfg.train.curve_every, "episodes": cfg.train.curve_episodes, "points": held_out_curve,
+            # the references on the curve's own episodes (the first of the held-out ones)
+            "references": {name: float(rewards[name][:first].mean()) for name in ("best_fixed", "adaptive")
+                           if name in rewards and first == cfg.train.curve_episodes}}
     if cfg.train.validate_every:
         summary["validation"] = {"every": cfg.train.validate_every, "episodes": cfg.train.validate_episodes,
                                  "history": validation["history"], "selected_episode": validation["best"]["episode"],
                                  "selected_reward": validation["best"]["reward"]}
     (out_dir / "results.json").write_text(json.dumps(summary, indent=2))
-    pictures = [] if args.no_pictures else write_pictures(out_dir, cfg, curves, results, traces["qmix"][:12], writer)
+    pictures = [] if args.no_pictures else write_pictures(out_dir, cfg, curves, results, traces["qmix"][:12], writer,
+                                                          summary.get("learning_curve"))
     writer.close()
 
     rows = [{"policy": k, "reward": v["reward"], "accuracy (pts)": points(v["accuracy"]),
@@ -389,6 +460,28 @@ def main(argv: list[str] | None = None) -> int:
         written.append(("training episodes' traces (JSONL, topo_env/traces.py)", args.trace_out))
     print("\n" + closing_note(f"{source} on {setting_name(cfg)} (N={n}, T={rounds}, {cfg.train.episodes} training "
                               f"episodes, seed {seed})", notes, written))
+    return 0
+
+
+def main_seeds(args: argparse.Namespace) -> int:
+    """``--seeds``: each seed in its own process (learners.seeds), then the means over seeds."""
+    for flag, value in (("--resume", args.resume), ("--seed", args.seed), ("--trace-out", args.trace_out)):
+        if value is not None:
+            raise ConfigError(f"{flag} cannot be combined with --seeds: give each seed's run its own command")
+    if len(set(args.seeds)) != len(args.seeds):
+        raise ConfigError(f"--seeds {args.seeds}: each seed once")
+    cfg = load_experiment(args.config, list(args.set))  # a bad config fails here, once, not in every process
+    out_dir = Path(args.out or f"runs/qmix-{setting_name(cfg)}-seeds{'-'.join(map(str, args.seeds))}")
+    child = ["--config", args.config, *[x for text in args.set for x in ("--set", text)]]
+    child += ["--episodes", str(args.episodes)] if args.episodes else []
+    child += ["--no-pictures"] if args.no_pictures else []
+    child += ["--init-from", args.init_from] if args.init_from else []
+    summary = run_seeds(child, args.seeds, out_dir, args.jobs, progress=not args.no_progress,
+                        script=Path(__file__).resolve())
+    print(f"\n{setting_name(cfg)} (N={cfg.env.n_agents}, T={cfg.env.rounds}), {cfg.train.episodes if not args.episodes else args.episodes} "
+          f"training episodes, {cfg.train.eval_episodes} held-out episodes per seed:")
+    print(format_seeds(summary))
+    print(f"Wrote: {out_dir / 'seeds.json'} (the summary) and each seed's run in {out_dir}/seed<S>/")
     return 0
 
 
@@ -423,8 +516,9 @@ def log_window(writer: SummaryWriter, window: list[EpisodeStats], losses: list[d
 
 
 def write_pictures(out_dir: Path, cfg: ExperimentConfig, curves: list[dict], results: dict, episodes: list,
-                   writer: SummaryWriter) -> list[Path]:
-    """PNGs of a finished run in ``out_dir``: ``learning_curves.png`` (the log windows' means,
+                   writer: SummaryWriter, learning_curve: dict | None = None) -> list[Path]:
+    """PNGs of a finished run in ``out_dir``: ``sample_efficiency.png`` (with ``train.curve_every``:
+    held-out reward against training episodes and LLM calls), ``learning_curves.png`` (the log windows' means,
     with the best fixed baseline's held-out figures as reference lines; only when at least one
     window was logged), ``action_distribution.png`` (greedy QMIX's action shares per round on
     the held-out episodes, next to the oracles' where they ran) and ``topology_examples.png``
@@ -441,6 +535,11 @@ def write_pictures(out_dir: Path, cfg: ExperimentConfig, curves: list[dict], res
         fig = plot_learning_curves(columns, title=f"QMIX training, {setting_name(cfg)} (means per {cfg.train.log_every} "
                                                   "episodes, epsilon-greedy)", references=references)
         written.append(save_figure(fig, out_dir / "learning_curves.png"))
+    if learning_curve:
+        fig = plot_sample_efficiency(learning_curve["points"], learning_curve["references"],
+                                     title=f"Greedy QMIX on the first {learning_curve['episodes']} held-out episodes, "
+                                           f"{setting_name(cfg)}")
+        written.append(save_figure(fig, out_dir / "sample_efficiency.png"))
     shares = {name: results[name]["action_distribution_by_round"] for name in ("qmix", "qmix_last")
               if "action_distribution_by_round" in results.get(name, {})}
     if shares:

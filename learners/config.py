@@ -153,6 +153,12 @@ class TrainConfig:
         save_buffer: put the replay buffer in checkpoints (needed for an exact resume).
         token_budget: stop training cleanly, with a checkpoint, once the team has spent this
             many tokens (0: no budget). Meant for runs against paid LLM APIs.
+        call_budget: the same for LLM calls (each agent call and the decision node's; 0: no budget).
+        curve_every: every this many training episodes (and before the first and after the last)
+            score the greedy policy on the first ``curve_episodes`` held-out episodes: the learning
+            curve of held-out reward against training episodes and LLM calls (results.json
+            ``learning_curve``, ``sample_efficiency.png``). Reporting only (0: no curve); each point
+            costs ``curve_episodes`` episodes of the team, which count toward no budget.
         validate_every: every this many episodes (and at the end), score the greedy policy on
             ``validate_episodes`` validation episodes: train-split tasks with fixed seeds, the
             same at every check, never the held-out ones. The best-scoring network is the
@@ -179,15 +185,18 @@ class TrainConfig:
     references: bool = True
     save_buffer: bool = True
     token_budget: int = 0
+    call_budget: int = 0
+    curve_every: int = 0
+    curve_episodes: int = 2000
     validate_every: int = 0
     validate_episodes: int = 1000
     episodes_in_flight: int = 1
 
     def __post_init__(self) -> None:
         for key in ("episodes", "eval_episodes", "checkpoint_every", "log_every", "validate_episodes",
-                    "episodes_in_flight"):
+                    "episodes_in_flight", "curve_episodes"):
             _check_int(self, key, 1)
-        for key in ("seed", "warmup_episodes", "token_budget", "validate_every"):
+        for key in ("seed", "warmup_episodes", "token_budget", "call_budget", "validate_every", "curve_every"):
             _check_int(self, key, 0)
         for key in ("save_buffer", "references"):
             if not isinstance(getattr(self, key), bool):

@@ -41,8 +41,8 @@ from learners.inflight import EpisodesInFlight
 from learners.runner import select_actions
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
 from topo_env.baselines import (
-    FIXED_BASELINES, EpisodeFigures, Policy, agent_index, check_evaluation, evaluate_policy, play_episode,
-    policy_figures,
+    FIXED_BASELINES, EpisodeFigures, Policy, agent_index, check_evaluation, episode_calls, evaluate_policy,
+    play_episode, policy_figures, step_calls,
 )
 from topo_env.config import ConfigError, nest_legacy_backend
 from topo_env.seeding import policy_rng
@@ -157,7 +157,7 @@ def evaluate_greedy_lockstep(envs: Sequence[Any], policy: QMIXPolicy, episodes: 
         resets = [env.reset(seed=int(seed) + start + j, options={"split": split}) for j, env in enumerate(batch)]
         observations, infos = [r[0] for r in resets], [r[1] for r in resets]
         hidden = agent.initial_hidden(len(batch), len(names))
-        returns, densities = np.zeros(len(batch)), [[] for _ in batch]
+        returns, densities, calls = np.zeros(len(batch)), [[] for _ in batch], np.zeros(len(batch), np.int64)
         for _ in range(envs[0].rounds):
             obs = np.stack([[o[a]["observation"] for a in names] for o in observations])
             mask = np.stack([[o[a]["action_mask"] for a in names] for o in observations]).astype(bool)
@@ -172,10 +172,11 @@ def evaluate_greedy_lockstep(envs: Sequence[Any], policy: QMIXPolicy, episodes: 
                 observations[j], rewards, _, _, infos[j] = env.step({a: int(actions[i]) for i, a in enumerate(names)})
                 returns[j] += float(rewards[first])
                 densities[j].append(float(infos[j][first]["density"]))
+                calls[j] += step_calls(infos[j])
         for j, env in enumerate(batch):
             last = infos[j][first]
             figures = EpisodeFigures(float(returns[j]), float(last["accuracy"]), float(last["team_tokens"]),
-                                     float(np.mean(densities[j])), last)
+                                     float(np.mean(densities[j])), last, episode_calls(calls[j]))
             done.append((figures, trace_of(env, figures.reward, last)))
         bar.update(len(batch))
     bar.close()
@@ -292,6 +293,22 @@ def load_checkpoint(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Ex
     return load_experiment(None, config_overrides(checkpoint["config"]) + list(overrides)), checkpoint
 
 
+NETWORK_LAYOUT = (("env", "n_agents"), ("env", "rounds"), ("env", "roles"), ("env", "personas"), ("env", "encoder"),
+                  ("env", "embed_dim"), ("learner", "hidden_dim"), ("learner", "gnn_layers"), ("learner", "gnn"),
+                  ("learner", "dueling"), ("learner", "mixer"), ("learner", "mixer_embed_dim"),
+                  ("learner", "hypernet_dim"))
+"""The config fields that fix the networks' shapes: the observation layout and the architecture."""
+
+
+def layout_difference(ours: ExperimentConfig, theirs: ExperimentConfig) -> str | None:
+    """The first :data:`NETWORK_LAYOUT` field in which two configs differ, in words, or None."""
+    for section, key in NETWORK_LAYOUT:
+        a, b = getattr(getattr(ours, section), key), getattr(getattr(theirs, section), key)
+        if (list(a) if isinstance(a, tuple) else a) != (list(b) if isinstance(b, tuple) else b):
+            return f"{section}.{key} is {b!r} there and {a!r} here"
+    return None
+
+
 def agent_from_checkpoint(checkpoint: dict[str, Any], cfg: ExperimentConfig, obs_dim: int,
                           device: torch.device | str = "cpu") -> AgentQNetwork:
     """The trained greedy policy's agent network of a checkpoint: the network that scored best
@@ -315,9 +332,11 @@ def agent_from_checkpoint(checkpoint: dict[str, Any], cfg: ExperimentConfig, obs
 def batch_figures(result: Any) -> dict[str, Any]:
     """The figures :func:`topo_env.baselines.policy_figures` gives, of a
     :class:`~topo_env.sim.batch.BatchResult` (episodes played by the batch simulator)."""
+    calls = result.calls.sum(axis=(1, 2)) + episode_calls(0)
     return {"reward": float(result.reward.mean()), "reward_std": float(result.reward.std()),
             "accuracy": float(result.accuracy.mean()), "tokens_per_task": float(result.tokens.mean()),
-            "density": float(result.density.mean()), "episodes": int(len(result.reward)),
+            "density": float(result.density.mean()), "calls_per_task": float(calls.mean()),
+            "episodes": int(len(result.reward)),
             "total_tokens": int(result.tokens.sum())}
 
 

@@ -152,6 +152,14 @@ class QMIXLearner:
         return {"loss": loss.item(), "grad_norm": float(grad_norm), "q_tot": q_tot.mean().item(),
                 "target": y.mean().item(), "q_taken": chosen.mean().item()}
 
+    def load_networks(self, state: dict, agent: dict | None = None) -> None:
+        """Start from another run's networks (a :meth:`state_dict`'s ``agent`` and ``mixer``, or
+        ``agent`` instead of its agent): the targets are copied from them; the optimiser and the
+        update count start afresh."""
+        self.agent.load_state_dict(agent if agent is not None else state["agent"])
+        self.mixer.load_state_dict(state["mixer"])
+        self.sync_targets(tau=1.0)
+
     def state_dict(self) -> dict:
         return {"agent": self.agent.state_dict(), "mixer": self.mixer.state_dict(),
                 "target_agent": self.target_agent.state_dict(), "target_mixer": self.target_mixer.state_dict(),

@@ -9,6 +9,7 @@ import torch
 
 from learners.agent_network import AgentQNetwork
 from learners.buffer import EpisodeRecord
+from topo_env.baselines import episode_calls, step_calls
 from topo_env.engine import run_to_end
 from topo_env.env import TopologyParallelEnv
 
@@ -92,6 +93,7 @@ class EpisodeStats:
     adjacency: np.ndarray  # (T, N, N) graphs of the rounds
     bucket: str | None
     q_values: np.ndarray  # (T, N) Q of the chosen actions
+    calls: int = 0  # LLM calls: the agents' and the decision node's (topo_env.baselines.episode_calls)
 
 
 class EpisodeRunner:
@@ -128,6 +130,7 @@ class EpisodeRunner:
         rec = {k: [] for k in ("obs", "state", "adjacency", "mask", "actions", "reward", "terminated")}
         q_taken = []
         rewards = {}
+        agent_calls = 0
         for _ in range(t_len):
             obs = np.stack([obs_dict[a]["observation"] for a in self.names])
             mask = np.stack([obs_dict[a]["action_mask"] for a in self.names]).astype(bool)
@@ -140,6 +143,7 @@ class EpisodeRunner:
             actions = select_actions(q, mask, epsilon, rng, team_explore, deviation_explore, deviation_rank_decay)
             joint = {a: int(actions[i]) for i, a in enumerate(self.names)}
             obs_dict, rewards, terms, _, infos = env.step(joint) if step is None else await step(joint)
+            agent_calls += step_calls(infos)
             rec["obs"].append(obs)
             rec["adjacency"].append(adjacency)
             rec["mask"].append(mask)
@@ -158,6 +162,6 @@ class EpisodeRunner:
         stats = EpisodeStats(
             reward=float(sum(rec["reward"])), accuracy=float(info["accuracy"]), tokens=int(info["team_tokens"]),
             density=float(graphs.mean(axis=(1, 2)).mean() * n / (n - 1)), actions=record.actions, adjacency=graphs,
-            bucket=env.task.metadata.get("bucket"), q_values=np.stack(q_taken),
+            bucket=env.task.metadata.get("bucket"), q_values=np.stack(q_taken), calls=episode_calls(agent_calls),
         )
         return record, stats

@@ -593,3 +593,51 @@ def test_exploration_shares_split_rounds_between_team_deviation_and_independent(
     independent_single = 3 * p_alone * (1 - p_alone) ** 2
     expected_single = 0.6 * 0.5 + (1 - 0.6 * 0.75) * independent_single
     assert abs((moved == 1).mean() - expected_single) < 0.02
+
+
+def _batch(b=4, t=2, n=3, d=10, s=20, seed=0):
+    rng = np.random.default_rng(seed)
+    return {"obs": rng.random((b, t, n, d), dtype=np.float32), "adjacency": np.zeros((b, t, n, n), np.float32),
+            "state": rng.random((b, t, s), dtype=np.float32), "mask": np.ones((b, t, n, 6), bool),
+            "actions": rng.integers(0, 6, (b, t, n)), "reward": rng.random((b, t), dtype=np.float32),
+            "terminated": np.array([[False, True]] * b)}
+
+
+@pytest.mark.parametrize("td_lambda", [0.0, 1.0])
+def test_vdn_and_independent_losses(td_lambda):
+    """vdn: Q_tot is the sum of the chosen Q_i; none: each agent's chosen Q_i is regressed on the
+    team reward on its own (the loss is the mean over agents)."""
+    torch.manual_seed(0)
+    batch = _batch()
+    for mixer in ("vdn", "none"):
+        learner = QMIXLearner(10, 20, 3, 6, LearnerConfig(mixer=mixer, td_lambda=td_lambda, hidden_dim=16),
+                              torch.device("cpu"))
+        b = learner.batch_to_tensors(batch)
+        loss, q_tot, y, chosen = learner.loss_terms(b)
+        if mixer == "vdn":
+            torch.testing.assert_close(q_tot, chosen.sum(dim=-1))
+            assert y.shape == (4, 2)
+        else:
+            torch.testing.assert_close(q_tot, chosen)
+            assert y.shape[:2] == (4, 2)
+            if td_lambda == 1.0:  # Monte-Carlo: every agent's target is the team's return
+                returns = b["reward"][:, 1] + 0.0
+                torch.testing.assert_close(y[:, 1, 0], returns)
+        torch.testing.assert_close(loss, ((q_tot - y) ** 2).mean())
+
+
+def test_agent_network_without_message_passing_ignores_the_graph():
+    """gnn: false: an agent's Q-values depend on its own observation only."""
+    from learners.agent_network import AgentQNetwork
+    torch.manual_seed(0)
+    net = AgentQNetwork(10, 6, 16, gnn=False)
+    obs = torch.rand(1, 3, 10)
+    full, none = torch.ones(1, 3, 3) - torch.eye(3), torch.zeros(1, 3, 3)
+    q_full, _ = net(obs, full, net.initial_hidden(1, 3))
+    changed = obs.clone()
+    changed[0, 1] += 1.0
+    q_changed, _ = net(changed, full, net.initial_hidden(1, 3))
+    q_none, _ = net(obs, none, net.initial_hidden(1, 3))
+    torch.testing.assert_close(q_full, q_none)
+    torch.testing.assert_close(q_full[0, [0, 2]], q_changed[0, [0, 2]])
+    assert not torch.allclose(q_full[0, 1], q_changed[0, 1])

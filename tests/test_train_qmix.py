@@ -178,7 +178,7 @@ def test_fixed_baselines_on_the_simulator_equal_the_env_evaluation():
     for name in FIXED_BASELINES:
         on_env, traces = evaluate(env, make_baseline(name), 60, seed=123, progress=False)
         np.testing.assert_allclose(rewards[name], [t.reward for t in traces], rtol=0, atol=1e-12)
-        for key in ("reward", "accuracy", "tokens_per_task", "density"):
+        for key in ("reward", "accuracy", "tokens_per_task", "density", "calls_per_task"):
             assert figures[name][key] == pytest.approx(on_env[key], abs=1e-12)
 
 
@@ -551,3 +551,60 @@ def test_paired_difference_by_hand_and_bad_lengths():
         paired_difference([1.0, 0.0], [1.0])
     with pytest.raises(ValueError, match="got 0 and 0"):
         paired_difference([], [])
+
+
+def test_init_from_continues_another_profiles_networks(tmp_path):
+    """--init-from starts from another run's networks: trained on one simulated profile, continued
+    on another; a run whose observation layout differs is refused in one line naming the field."""
+    first, second, continued = tmp_path / "mmlu", tmp_path / "mixed", tmp_path / "mixed20"
+    assert train(first, "--episodes", "20") == 0
+    assert train(second, "--episodes", "1", "--set", "env.profile=mmlu_pro_mixed",
+                 "--set", "train.warmup_episodes=64", "--init-from", str(first)) == 0
+    start, after = load_learner_state(first)["learner"], load_learner_state(second)["learner"]
+    for key, value in start["agent"].items():  # no update ran (warm-up): the networks are the first run's
+        assert torch.equal(value, after["agent"][key]) and torch.equal(value, after["target_agent"][key])
+    assert load_results(second)["train"]["init_from"] == str(first)
+    assert train(continued, "--episodes", "20", "--set", "env.profile=mmlu_pro_mixed", "--init-from", str(first)) == 0
+    trained = load_learner_state(continued)["learner"]["agent"]
+    assert any(not torch.equal(value, trained[key]) for key, value in start["agent"].items())
+    with pytest.raises(ConfigError, match=r"env\.embed_dim is 64 there and 32 here"):
+        train_qmix.main(["--init-from", str(first), "--set", "env.embed_dim=32", "--out", str(tmp_path / "bad"),
+                         "--episodes", "2", *SMALL])
+
+
+def test_call_budget_stops_training_exactly(tmp_path):
+    """train.call_budget stops once the agents' and the decision node's calls reach it, with at most
+    the last episode's calls over, and the checkpoint says what was spent."""
+    out = tmp_path / "calls"
+    assert train(out, "--episodes", "200", "--set", "train.call_budget=150") == 130
+    ck = load_learner_state(out)
+    most_per_episode = 3 * 2 * 2 + 1  # N x T agents, a revision each at most, and the decision node
+    assert 150 <= ck["calls_spent"] < 150 + most_per_episode
+    assert 150 // most_per_episode <= ck["episode"] < 150
+
+
+def test_learning_curve_is_reporting_only(tmp_path, straight_run):
+    """train.curve_every adds held-out points (episodes, calls, reward) and a picture without
+    changing what the learner sees."""
+    out = tmp_path / "curve"
+    assert train(out, "--episodes", "40", *FIXED_SCHEDULE, "--set", "train.curve_every=20",
+                 "--set", "train.curve_episodes=10") == 0
+    assert_same_networks(straight_run, out)
+    curve = load_results(out)["learning_curve"]
+    assert [p["episode"] for p in curve["points"]] == [0, 20, 40]
+    calls = [p["calls"] for p in curve["points"]]
+    assert calls[0] == 0 and calls[0] < calls[1] < calls[2] == load_results(out)["train"]["calls"]
+    assert all(math.isfinite(p["reward"]) for p in curve["points"])
+    assert (out / "sample_efficiency.png").is_file()
+
+
+def test_seeds_run_in_their_own_processes_and_report_means(tmp_path):
+    out = tmp_path / "seeds"
+    assert train_qmix.main(["--seeds", "0", "1", "--jobs", "2", "--episodes", "12", "--out", str(out), *SMALL]) == 0
+    summary = json.loads((out / "seeds.json").read_text())
+    per_seed = [load_results(out / f"seed{s}") for s in (0, 1)]
+    assert [r["config"]["train"]["seed"] for r in per_seed] == [0, 1]
+    rewards = [r["eval"]["qmix"]["reward"] for r in per_seed]
+    assert summary["policies"]["qmix"]["reward"]["mean"] == pytest.approx(np.mean(rewards))
+    assert summary["policies"]["qmix"]["reward"]["se"] == pytest.approx(np.std(rewards, ddof=1) / np.sqrt(2))
+    assert summary["qmix_minus"]["solo"]["values"] == [r["qmix_minus"]["solo"]["mean"] for r in per_seed]

@@ -241,14 +241,26 @@ def check_evaluation(episodes: Any, seed: Any, split: Any) -> None:
 
 class EpisodeFigures(NamedTuple):
     """One evaluated episode: its return (of ``possible_agents[0]``; all agents share it),
-    accuracy and team tokens (last step's infos), density (mean over the steps' infos), and the
-    last step's infos of that agent."""
+    accuracy and team tokens (last step's infos), density (mean over the steps' infos), the
+    last step's infos of that agent, and the LLM calls it made (:func:`episode_calls`)."""
 
     reward: float
     accuracy: float
     tokens: float
     density: float
     last_info: dict
+    calls: int = 0
+
+
+def step_calls(infos: dict) -> int:
+    """The team's agent calls in one step (the sum of every agent's ``infos[a]["calls"]``)."""
+    return sum(int(info["calls"]) for info in infos.values())
+
+
+def episode_calls(agent_calls: int) -> int:
+    """LLM calls of an episode whose agents made ``agent_calls`` calls: theirs plus the decision
+    node's one (FinalRefer), the way a real team spends them."""
+    return int(agent_calls) + 1
 
 
 async def play_episode(env, policy: Policy, seed: int, split: str, step=None) -> EpisodeFigures:
@@ -261,16 +273,17 @@ async def play_episode(env, policy: Policy, seed: int, split: str, step=None) ->
     if getattr(policy, "privileged", False):  # user policies may leave the flag out
         policy.reveal_task(env.unwrapped.task)
     first = env.possible_agents[0]
-    episode_return, episode_density, done = 0.0, [], False
+    episode_return, episode_density, agent_calls, done = 0.0, [], 0, False
     while not done:
         actions = policy.act(observations, infos)
         observations, rewards, terminations, truncations, infos = (
             env.step(actions) if step is None else await step(actions))
+        agent_calls += step_calls(infos)
         episode_return += float(rewards[first])
         episode_density.append(float(infos[first]["density"]))
         done = all(terminations.values()) or all(truncations.values()) or not env.agents
     return EpisodeFigures(episode_return, float(infos[first]["accuracy"]), float(infos[first]["team_tokens"]),
-                          float(np.mean(episode_density)), infos[first])
+                          float(np.mean(episode_density)), infos[first], episode_calls(agent_calls))
 
 
 def policy_figures(episodes: Sequence[EpisodeFigures]) -> dict[str, Any]:
@@ -282,6 +295,7 @@ def policy_figures(episodes: Sequence[EpisodeFigures]) -> dict[str, Any]:
         "accuracy": float(np.mean([e.accuracy for e in episodes])),
         "tokens_per_task": float(np.mean([e.tokens for e in episodes])),
         "density": float(np.mean([e.density for e in episodes])),
+        "calls_per_task": float(np.mean([e.calls for e in episodes])),
         "episodes": len(episodes),
     }
 

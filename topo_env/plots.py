@@ -756,3 +756,31 @@ def _release(fig: Figure) -> None:
     pyplot = sys.modules.get("matplotlib.pyplot")  # only if someone imported pyplot already
     if pyplot is not None:
         pyplot.close(fig)
+
+
+def plot_sample_efficiency(points: Sequence[Mapping[str, float]], references: Mapping[str, float] | None = None,
+                           title: str | None = None) -> Figure:
+    """Held-out reward of the greedy policy against training episodes (left) and LLM calls spent
+    (right). ``points``: dicts with ``episode``, ``calls`` and ``reward`` (a run's
+    ``learning_curve.points``); ``references``: ``{label: reward}`` drawn as dashed lines (e.g.
+    the best fixed sequence and the adaptive reference on the same episodes)."""
+    if not points:
+        raise ValueError("no learning-curve points to plot")
+    for key in ("episode", "calls", "reward"):
+        if any(key not in p for p in points):
+            raise ValueError(f"every learning-curve point needs {key!r}")
+    reward = np.array([p["reward"] for p in points], dtype=float)
+    fig = _new_figure(figsize=(9.0, 3.4))
+    axes = fig.subplots(1, 2, sharey=True)
+    for ax, key, label in ((axes[0], "episode", "training episodes"), (axes[1], "calls", "LLM calls spent")):
+        x = np.array([p[key] for p in points], dtype=float)
+        ax.plot(x, reward, color="#0072B2", marker="o", linewidth=1.6, label="greedy QMIX", gid=f"curve:{key}")
+        for (name, value), style in zip((references or {}).items(), ("--", ":", "-.")):
+            ax.axhline(value, color="#555555", linestyle=style, linewidth=1.0, label=name)
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("held-out reward (Eq. 12)")
+    axes[1].legend(fontsize=8, loc="lower right")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
