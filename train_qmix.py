@@ -302,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         runner.agent.load_state_dict(learner.agent.state_dict())
         return runner.arun(epsilon_at(j, cfg), episode_rng(seed, EXPLORATION_STREAM, j), seed=training_env_seed(seed, j),
                            team_explore=cfg.learner.team_explore, deviation_explore=cfg.learner.deviation_explore,
-                           deviation_rank_decay=cfg.learner.deviation_rank_decay, policy_version=committed)
+                           deviation_rank_decay=cfg.learner.deviation_rank_decay, policy_version=committed,
+                           topology_explore=cfg.learner.topology_explore)
 
     played = rollouts.play(range(start, cfg.train.episodes), launch)  # episodes in index order
     try:

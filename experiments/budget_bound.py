@@ -35,6 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--arms", type=int, default=0,
                    help="give the learner only the best fixed sequence and the K context-only policies that cover "
                         "the largest share of contexts (0: all of them)")
+    p.add_argument("--library", action="store_true",
+                   help="instead of the references' policies, the 25 open-loop sequences of the fixed baselines' "
+                        "joint actions (learner.topology_explore's library, one per round)")
     p.add_argument("--shrink", type=float, default=0.0,
                    help="shrink each (subject, candidate) mean toward the candidate's mean over all subjects "
                         "with this many pseudo-episodes (empirical Bayes; 0: raw means)")
@@ -48,7 +51,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     headroom = adaptive.mean() - fixed.mean()
     fixed_policy = refs.policies("best_fixed", refs.contexts[:1], sim)
     arms = np.unique(np.concatenate([refs.context_only, fixed_policy]), axis=0)
-    if args.arms:
+    if args.library:
+        from learners.runner import topology_library
+        from topo_env.oracle import joint_actions
+        table = joint_actions(3)
+        rows = [int(np.flatnonzero((table == joint).all(axis=1))[0]) for joint in topology_library(3, sim.roles)]
+        arms = np.array([[a] + [b] * 5 for a in rows for b in rows], dtype=np.int64)
+    elif args.arms:
         share = np.zeros(len(refs.contexts))
         ctx_rows = hidden_context(held[0], held[2])
         for c, row in enumerate(refs.contexts):

@@ -56,6 +56,10 @@ class LearnerConfig:
         deviation_explore: share of the exploration made by one agent alone while its teammates
             play greedy (a single-agent deviation from the greedy team; same function).
             ``team_explore + deviation_explore`` is at most 1; the rest is independent.
+        topology_explore: share of the exploration made by the whole team playing one of the fixed
+            baselines' joint actions (solo, full, chain, star, debate; ``learners.runner.
+            topology_library``), so that coordinated joint actions in which agents differ are
+            tried; ``team_explore + deviation_explore + topology_explore`` is at most 1.
         deviation_rank_decay: how a deviating agent picks its action: the k-th best of its valid
             non-greedy actions (by its own Q-values, k = 0, 1, ...) has weight
             ``deviation_rank_decay ** k``; 1 draws them uniformly. Below 1 the deviations
@@ -97,6 +101,7 @@ class LearnerConfig:
     team_explore: float = 0.0
     deviation_explore: float = 0.0
     deviation_rank_decay: float = 1.0
+    topology_explore: float = 0.0
     device: str = "auto"
     torch_threads: int = 1
     compile: bool = False
@@ -115,9 +120,11 @@ class LearnerConfig:
         _check_float(self, "team_explore", lo=0.0, hi=1.0)
         _check_float(self, "deviation_explore", lo=0.0, hi=1.0)
         _check_float(self, "deviation_rank_decay", lo=0.0, hi=1.0, lo_open=True)
-        if self.team_explore + self.deviation_explore > 1.0 + 1e-9:
+        _check_float(self, "topology_explore", lo=0.0, hi=1.0)
+        if self.team_explore + self.deviation_explore + self.topology_explore > 1.0 + 1e-9:
             raise ConfigError(f"learner.team_explore={self.team_explore!r} + learner.deviation_explore="
-                              f"{self.deviation_explore!r}: the two shares of exploration must sum to at most 1")
+                              f"{self.deviation_explore!r} + learner.topology_explore={self.topology_explore!r}: the "
+                              "shares of exploration must sum to at most 1")
         if self.eps_anneal_episodes is not None:
             _check_int(self, "eps_anneal_episodes", 1)
         if self.lr_end is not None:

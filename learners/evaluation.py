@@ -272,11 +272,17 @@ def paired_differences(traces: dict[str, list[EpisodeTrace]], reference: str = "
             for name, other in traces.items() if name != reference}
 
 
+RETIRED_KEYS = frozenset({("train", "oracle_samples")})
+"""Keys that older runs saved and that no longer exist (the per-run oracle search, replaced by
+``train.references``): ignored when a saved config is rebuilt."""
+
+
 def config_overrides(config: dict[str, dict[str, Any]]) -> list[str]:
     """A saved config (``ExperimentConfig.to_dict()``) as ``--set`` overrides (to rebuild it);
-    runs saved before the backend keys were nested load too."""
+    runs saved before the backend keys were nested, or with :data:`RETIRED_KEYS`, load too."""
     config = {**config, "env": nest_legacy_backend(config.get("env") or {})}
-    return [f"{section}.{key}={json.dumps(value)}" for section, values in config.items() for key, value in values.items()]
+    return [f"{section}.{key}={json.dumps(value)}" for section, values in config.items() for key, value in values.items()
+            if (section, key) not in RETIRED_KEYS]
 
 
 def load_checkpoint(path: str | Path, overrides: Sequence[str] = ()) -> tuple[ExperimentConfig, dict[str, Any]]:

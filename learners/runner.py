@@ -9,7 +9,7 @@ import torch
 
 from learners.agent_network import AgentQNetwork
 from learners.buffer import EpisodeRecord
-from topo_env.baselines import episode_calls, step_calls
+from topo_env.baselines import FIXED_BASELINES, episode_calls, fixed_joint_action, step_calls
 from topo_env.engine import run_to_end
 from topo_env.env import TopologyParallelEnv
 
@@ -26,9 +26,17 @@ def pick_weighted(values: np.ndarray, weights: np.ndarray, u: float):
     return values[min(int(np.searchsorted(cdf, u, side="right")), len(values) - 1)]
 
 
+def topology_library(n_agents: int, roles=None) -> np.ndarray:
+    """(L, N) the joint actions of the fixed baselines (:data:`topo_env.baselines.FIXED_BASELINES`:
+    solo, full, chain, star, debate) for a team of ``n_agents`` with ``roles``: what
+    ``topology_explore`` draws from."""
+    return np.stack([fixed_joint_action(name, n_agents, roles) for name in FIXED_BASELINES])
+
+
 def select_actions(q: np.ndarray, mask: np.ndarray, epsilon: float, rng: np.random.Generator,
                    team_explore: float = 0.0, deviation_explore: float = 0.0,
-                   deviation_rank_decay: float = 1.0) -> np.ndarray:
+                   deviation_rank_decay: float = 1.0, topology_explore: float = 0.0,
+                   topologies: np.ndarray | None = None) -> np.ndarray:
     """Epsilon-greedy over valid actions only: q (N, A), mask (N, A) bool -> (N,) int.
 
     Each agent explores with probability epsilon (uniform over its valid actions), else takes
@@ -46,18 +54,24 @@ def select_actions(q: np.ndarray, mask: np.ndarray, epsilon: float, rng: np.rand
     plays a coordinated joint action (1 in 6^(N-1)), so the Q-value of an action is learned
     against teammates acting at random; team rounds show what it is worth when the others join in, and deviation rounds
     what one agent's own action is worth next to the greedy team (a local search around it,
-    which reaches joint actions where agents differ). With either share > 0 two more draws per
-    round are made.
+    which reaches joint actions where agents differ). ``topology_explore`` (with ``topologies``,
+    (L, N) joint actions, e.g. the fixed baselines' :func:`topology_library`) is a third share:
+    with probability ``epsilon * topology_explore`` the team plays one of the L named topologies,
+    drawn uniformly (where all its actions are valid), so that coordinated joint actions in which
+    agents differ (one aggregator, a chain) are tried as often as uniform ones. With any share > 0
+    two more draws per round are made.
     """
     n = q.shape[0]
     greedy = np.where(mask, q, -np.inf).argmax(axis=1)
-    team_round = deviation_round = False
-    if team_explore > 0.0 or deviation_explore > 0.0:
+    team_round = deviation_round = topology_round = False
+    if team_explore > 0.0 or deviation_explore > 0.0 or topology_explore > 0.0:
         round_draw = rng.random()
         round_pick = rng.random()
         team_round = round_draw < epsilon * team_explore
         deviation_round = not team_round and round_draw < epsilon * (team_explore + deviation_explore)
-        epsilon = epsilon * (1.0 - team_explore - deviation_explore)
+        topology_round = (not team_round and not deviation_round
+                          and round_draw < epsilon * (team_explore + deviation_explore + topology_explore))
+        epsilon = epsilon * (1.0 - team_explore - deviation_explore - topology_explore)
     explore = rng.random(n) < epsilon
     picks = rng.random(n)
     if team_round:
@@ -65,6 +79,13 @@ def select_actions(q: np.ndarray, mask: np.ndarray, epsilon: float, rng: np.rand
         if len(shared):
             return np.full(n, pick_uniform(shared, round_pick), dtype=greedy.dtype)
         explore[:] = True  # no action valid for all: everyone explores alone this round
+    if topology_round:
+        if topologies is None:
+            raise ValueError("topology_explore > 0 needs the topologies to explore (an (L, N) array)")
+        playable = [t for t in topologies if mask[np.arange(n), t].all()]
+        if playable:
+            return np.array(pick_uniform(np.asarray(playable), round_pick), dtype=greedy.dtype)
+        explore[:] = True  # none playable: everyone explores alone this round
     actions = greedy.copy()
     if deviation_round:
         i = pick_uniform(np.arange(n), round_pick)
@@ -102,26 +123,29 @@ class EpisodeRunner:
     def __init__(self, env: TopologyParallelEnv, agent: AgentQNetwork, device: torch.device):
         self.env, self.agent, self.device = env, agent, device
         self.names = list(env.possible_agents)
+        self.topologies = topology_library(env.n_agents, env.config.roles)
 
     def run(self, epsilon: float, rng: np.random.Generator, seed: int | None = None,
             options: dict | None = None, team_explore: float = 0.0, deviation_explore: float = 0.0,
-            deviation_rank_decay: float = 1.0, policy_version: int = 0) -> tuple[EpisodeRecord, EpisodeStats]:
+            deviation_rank_decay: float = 1.0, policy_version: int = 0,
+            topology_explore: float = 0.0) -> tuple[EpisodeRecord, EpisodeStats]:
         """One episode; ``epsilon`` and the exploration shares as in :func:`select_actions`
         (epsilon 0: greedy); ``policy_version`` is stored in the record."""
         return run_to_end(self._play(epsilon, rng, seed, options, team_explore, deviation_explore,
-                                     deviation_rank_decay, policy_version, step=None))
+                                     deviation_rank_decay, policy_version, topology_explore, step=None))
 
     async def arun(self, epsilon: float, rng: np.random.Generator, seed: int | None = None,
                    options: dict | None = None, team_explore: float = 0.0, deviation_explore: float = 0.0,
-                   deviation_rank_decay: float = 1.0, policy_version: int = 0) -> tuple[EpisodeRecord, EpisodeStats]:
+                   deviation_rank_decay: float = 1.0, policy_version: int = 0,
+                   topology_explore: float = 0.0) -> tuple[EpisodeRecord, EpisodeStats]:
         """:meth:`run` as a coroutine (through the env's
         :meth:`~topo_env.env.TopologyParallelEnv.astep`), for episodes in flight on one event loop
         (:mod:`learners.inflight`)."""
         return await self._play(epsilon, rng, seed, options, team_explore, deviation_explore, deviation_rank_decay,
-                                policy_version, step=self.env.astep)
+                                policy_version, topology_explore, step=self.env.astep)
 
     async def _play(self, epsilon, rng, seed, options, team_explore, deviation_explore, deviation_rank_decay,
-                    policy_version, step) -> tuple[EpisodeRecord, EpisodeStats]:
+                    policy_version, topology_explore, step) -> tuple[EpisodeRecord, EpisodeStats]:
         """The episode; ``step``: ``env.astep`` (awaited), or None for ``env.step`` (nothing awaited)."""
         env, n, t_len = self.env, len(self.names), self.env.rounds
         self.agent.eval()  # greedy or not, rollouts never use training-mode layers
@@ -140,7 +164,8 @@ class EpisodeRunner:
                 q, hidden = self.agent(torch.as_tensor(obs, device=self.device)[None],
                                        torch.as_tensor(adjacency, device=self.device)[None], hidden)
             q = q[0].cpu().numpy()
-            actions = select_actions(q, mask, epsilon, rng, team_explore, deviation_explore, deviation_rank_decay)
+            actions = select_actions(q, mask, epsilon, rng, team_explore, deviation_explore, deviation_rank_decay,
+                                     topology_explore, self.topologies if topology_explore > 0.0 else None)
             joint = {a: int(actions[i]) for i, a in enumerate(self.names)}
             obs_dict, rewards, terms, _, infos = env.step(joint) if step is None else await step(joint)
             agent_calls += step_calls(infos)

@@ -641,3 +641,24 @@ def test_agent_network_without_message_passing_ignores_the_graph():
     torch.testing.assert_close(q_full, q_none)
     torch.testing.assert_close(q_full[0, [0, 2]], q_changed[0, [0, 2]])
     assert not torch.allclose(q_full[0, 1], q_changed[0, 1])
+
+
+def test_topology_exploration_plays_the_fixed_baselines_joint_actions():
+    """topology_explore: an exploring round plays one of the library's joint actions, uniformly,
+    skipping those with an action masked for some agent; greedy rounds are untouched."""
+    from learners.runner import topology_library
+    library = topology_library(3, ("specialist", "specialist", "analyzer"))
+    assert library.shape == (5, 3) and library.tolist()[3] == [0, 0, 3]  # star: the analyzer aggregates
+    rng = np.random.default_rng(0)
+    q = np.zeros((3, N_ACTIONS))
+    mask = np.ones((3, N_ACTIONS), bool)
+    picks = [tuple(select_actions(q, mask, 1.0, rng, topology_explore=1.0, topologies=library)) for _ in range(2000)]
+    counts = {tuple(t): picks.count(tuple(t)) for t in library.tolist()}
+    assert sum(counts.values()) == 2000 and min(counts.values()) > 300
+    no_debate = mask.copy()
+    no_debate[1, 5] = False
+    picks = {tuple(select_actions(q, no_debate, 1.0, rng, topology_explore=1.0, topologies=library))
+             for _ in range(300)}
+    assert (5, 5, 5) not in picks and len(picks) == 4
+    assert select_actions(q + np.eye(3, N_ACTIONS), mask, 0.0, rng, topology_explore=1.0,
+                          topologies=library).tolist() == [0, 1, 2]

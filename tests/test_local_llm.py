@@ -85,3 +85,31 @@ def test_episode_against_the_real_model(server, tmp_path, domain):
     assert again.backend.client.calls_made == env_calls_before == 0
     assert again.transcript() == transcript
     assert infos2["agent_0"]["team_tokens"] == infos["agent_0"]["team_tokens"]
+
+
+def test_pretrained_on_the_simulated_team_continues_on_the_real_model(server, tmp_path):
+    """Sim to real: QMIX pretrained on the simulated reasoning profile, continued for a few episodes
+    on the real model (--init-from), then evaluated on it; the pretrained networks are the start."""
+    import torch
+
+    import train_qmix
+
+    small = ["--no-progress", "--no-pictures", "--set", "learner.hidden_dim=16", "--set", "learner.batch_size=2",
+             "--set", "train.warmup_episodes=2", "--set", "train.log_every=1"]
+    pretrained = tmp_path / "sim"
+    assert train_qmix.main(["--out", str(pretrained), "--episodes", "30", "--set", "train.eval_episodes=10",
+                            "--set", "train.references=false", *small]) == 0
+    real = tmp_path / "real"
+    assert train_qmix.main(["--config", "configs/local_llm.yaml", "--out", str(real), "--episodes", "2",
+                            "--init-from", str(pretrained), "--set", f"env.backend.base_url={server.base_url}",
+                            "--set", f"env.backend.cache_path={tmp_path / 'cache.sqlite'}",
+                            "--set", f"env.backend.model={MODEL_ALIAS}", "--set", "env.backend.max_tokens=24",
+                            "--set", f"env.backend.dataset={write_tasks(tmp_path / 't.jsonl', 'reasoning')}",
+                            "--set", "train.eval_episodes=1", *small]) == 0
+    results = json.loads((real / "results.json").read_text())
+    assert results["train"]["init_from"] == str(pretrained)
+    assert results["eval"]["qmix"]["episodes"] == 1 and results["train"]["calls"] > 2
+    before = torch.load(pretrained / "checkpoint.pt", weights_only=False)["learner"]["agent"]
+    after = torch.load(real / "checkpoint.pt", weights_only=False)["learner"]["agent"]
+    assert before.keys() == after.keys()
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # it went on learning on the real team

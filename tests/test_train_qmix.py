@@ -425,17 +425,19 @@ def test_exploration_shares_reach_the_training_rollouts(tmp_path, monkeypatch):
     seen = []
     real = runner_module.select_actions
 
-    def spy(q, mask, epsilon, rng, team_explore=0.0, deviation_explore=0.0, deviation_rank_decay=1.0):
-        seen.append((epsilon > 0, team_explore, deviation_explore, deviation_rank_decay))
-        return real(q, mask, epsilon, rng, team_explore, deviation_explore, deviation_rank_decay)
+    def spy(q, mask, epsilon, rng, team_explore=0.0, deviation_explore=0.0, deviation_rank_decay=1.0,
+            topology_explore=0.0, topologies=None):
+        seen.append((epsilon > 0, team_explore, deviation_explore, deviation_rank_decay, topology_explore))
+        return real(q, mask, epsilon, rng, team_explore, deviation_explore, deviation_rank_decay, topology_explore,
+                    topologies)
 
     monkeypatch.setattr(runner_module, "select_actions", spy)
     assert train(tmp_path / "dev", "--episodes", "10", "--set", "learner.team_explore=0.25",
                  "--set", "learner.deviation_explore=0.5", "--set", "learner.deviation_rank_decay=0.5",
-                 "--no-pictures") == 0
+                 "--set", "learner.topology_explore=0.25", "--no-pictures") == 0
     training = [s for s in seen if s[0]]
-    assert len(training) == 10 * 2 and set(training) == {(True, 0.25, 0.5, 0.5)}  # every round of the 10 episodes
-    with pytest.raises(ConfigError, match=r"learner.team_explore=0.75 \+ learner.deviation_explore=0.5"):
+    assert len(training) == 10 * 2 and set(training) == {(True, 0.25, 0.5, 0.5, 0.25)}  # every round of the 10 episodes
+    with pytest.raises(ConfigError, match=r"learner.team_explore=0.75 \+ learner.deviation_explore=0.5 \+ learner.topology_explore=0.0"):
         load_experiment(None, ["learner.team_explore=0.75", "learner.deviation_explore=0.5"])
     for bad in ("0", "1.5"):
         with pytest.raises(ConfigError, match=f"learner.deviation_rank_decay={bad}"):

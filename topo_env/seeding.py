@@ -30,9 +30,6 @@ EVAL_SEED_OFFSET = 1_000_000
 VALIDATION_SEED_OFFSET = 1_000_000_000
 """Validation episode k of a run with seed s uses env seed ``s + VALIDATION_SEED_OFFSET + k``
 (train split; far from the training episodes' seeds)."""
-SELECTION_SEED = VALIDATION_SEED_OFFSET + 500_000
-"""Selection episode k, on which several runs are compared (``experiments/select_run.py``), uses env
-seed ``SELECTION_SEED + k`` (train split) whatever the runs' seeds: apart from training and validation."""
 EXPLORATION_STREAM, REPLAY_STREAM = 1, 2
 POLICY_STREAMS: dict[str, int] = {"random": 0x5EED, "qmix": 0xE7A1}
 """Mixed into a stochastic policy's episode seed, so its draws are not the env's draws for that seed."""
