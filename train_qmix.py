@@ -282,11 +282,13 @@ def main(argv: list[str] | None = None) -> int:
     eval_seed = seed + EVAL_SEED_OFFSET
     held_out_curve: list[dict] = list(checkpoint.get("held_out_curve", [])) if checkpoint is not None else []
 
+    curve_episodes = min(cfg.train.curve_episodes, cfg.train.eval_episodes)
+
     def curve_point(episode: int) -> dict:
         """The learning curve's point after ``episode`` training episodes: the greedy policy of now
-        on the first ``train.curve_episodes`` held-out episodes (reporting only: no run decision
-        reads it, and its calls count toward no budget)."""
-        figures, _ = evaluate(eval_env, QMIXPolicy(learner.agent, device), cfg.train.curve_episodes, seed=eval_seed,
+        on the first ``curve_episodes`` held-out episodes (reporting only: no run decision reads
+        it, and its calls count toward no budget)."""
+        figures, _ = evaluate(eval_env, QMIXPolicy(learner.agent, device), curve_episodes, seed=eval_seed,
                               split="eval", progress=False, siblings=eval_envs[1:])
         writer.add_scalar("held_out/reward", figures["reward"], episode)
         writer.add_scalar("held_out/reward_by_calls", figures["reward"], spent["calls"])
@@ -420,12 +422,11 @@ def main(argv: list[str] | None = None) -> int:
                          "tokens": spent["tokens"], "calls": spent["calls"], "curves": curves,
                          **({"init_from": str(args.init_from)} if args.init_from else {})}}
     if held_out_curve:
-        first = min(cfg.train.curve_episodes, cfg.train.eval_episodes)
         summary["learning_curve"] = {
-            "every": cfg.train.curve_every, "episodes": cfg.train.curve_episodes, "points": held_out_curve,
+            "every": cfg.train.curve_every, "episodes": curve_episodes, "points": held_out_curve,
             # the references on the curve's own episodes (the first of the held-out ones)
-            "references": {name: float(rewards[name][:first].mean()) for name in ("best_fixed", "adaptive")
-                           if name in rewards and first == cfg.train.curve_episodes}}
+            "references": {name: float(rewards[name][:curve_episodes].mean()) for name in ("best_fixed", "adaptive")
+                           if name in rewards}}
     if cfg.train.validate_every:
         summary["validation"] = {"every": cfg.train.validate_every, "episodes": cfg.train.validate_episodes,
                                  "history": validation["history"], "selected_episode": validation["best"]["episode"],

@@ -162,7 +162,8 @@ class TrainConfig:
             many tokens (0: no budget). Meant for runs against paid LLM APIs.
         call_budget: the same for LLM calls (each agent call and the decision node's; 0: no budget).
         curve_every: every this many training episodes (and before the first and after the last)
-            score the greedy policy on the first ``curve_episodes`` held-out episodes: the learning
+            score the greedy policy on the first ``curve_episodes`` held-out episodes (at most
+            ``eval_episodes``): the learning
             curve of held-out reward against training episodes and LLM calls (results.json
             ``learning_curve``, ``sample_efficiency.png``). Reporting only (0: no curve); each point
             costs ``curve_episodes`` episodes of the team, which count toward no budget.

@@ -119,7 +119,10 @@ def test_k1_is_the_sequential_loop_bit_for_bit(tmp_path):
     for episode in range(EPISODES):
         learner.set_lr(lr_at(episode, cfg))
         record, _ = runner.run(epsilon_at(episode, cfg), episode_rng(seed, EXPLORATION_STREAM, episode),
-                               seed=training_env_seed(seed, episode), policy_version=episode)
+                               seed=training_env_seed(seed, episode), policy_version=episode,
+                               team_explore=cfg.learner.team_explore, deviation_explore=cfg.learner.deviation_explore,
+                               deviation_rank_decay=cfg.learner.deviation_rank_decay,
+                               topology_explore=cfg.learner.topology_explore)
         buffer.add(record)
         if len(buffer) >= max(cfg.train.warmup_episodes, cfg.learner.batch_size):
             learner.update(buffer.sample(cfg.learner.batch_size, episode_rng(seed, REPLAY_STREAM, episode)))

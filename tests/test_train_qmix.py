@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import train_qmix
-from learners.agent_network import AgentQNetwork
+from learners.agent_network import AgentQNetwork, build_agent_network
 from learners.config import load_experiment
 from learners.evaluation import QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint, score_on_simulator
 from learners.learner import QMIXLearner
@@ -101,7 +101,7 @@ def test_eval_numbers_come_from_the_final_agent_and_the_held_out_split(straight_
     ck = load_learner_state(straight_run)
     cfg = load_experiment(None, train_qmix._flatten(ck["config"]))
     env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="eval"))
-    agent = AgentQNetwork(env.obs_builder.dim, N_ACTIONS, cfg.learner.hidden_dim, cfg.learner.gnn_layers)
+    agent = build_agent_network(env.obs_builder.dim, N_ACTIONS, cfg.learner)
     agent.load_state_dict(ck["learner"]["agent"])
     runner = EpisodeRunner(env, agent, torch.device("cpu"))
     seed = cfg.train.seed
@@ -236,7 +236,7 @@ def test_validation_selects_the_best_network_and_leaves_training_untouched(tmp_p
     res = summary["eval"]
     assert evaluate(env, QMIXPolicy(agent), 20, eval_seed, progress=False)[0]["reward"] == res["qmix"]["reward"]
     assert res["qmix"] == load_results(plain)["eval"]["qmix"]
-    last = AgentQNetwork(env.obs_builder.dim, N_ACTIONS, cfg.learner.hidden_dim, cfg.learner.gnn_layers)
+    last = build_agent_network(env.obs_builder.dim, N_ACTIONS, cfg.learner)
     last.load_state_dict(ck["learner"]["agent"])
     assert evaluate(env, QMIXPolicy(last), 20, eval_seed, progress=False)[0]["reward"] == res["qmix_last"]["reward"]
     assert "qmix_last" in summary["qmix_minus"]
@@ -525,7 +525,7 @@ def test_run_writes_pictures_and_curves(straight_run, tmp_path):
     assert train_qmix.main(["--resume", str(out), "--episodes", "40", "--no-progress"]) == 0
     assert load_results(out)["train"]["curves"] == curves
     assert sorted(p.name for p in out.glob("*.png")) == ["action_distribution.png", "learning_curves.png",
-                                                         "topology_examples.png"]
+                                                         "sample_efficiency.png", "topology_examples.png"]
 
 
 @pytest.mark.parametrize("path", sorted((Path(__file__).parent.parent / "configs").glob("*.yaml")),
@@ -569,7 +569,7 @@ def test_init_from_continues_another_profiles_networks(tmp_path):
     assert train(continued, "--episodes", "20", "--set", "env.profile=mmlu_pro_mixed", "--init-from", str(first)) == 0
     trained = load_learner_state(continued)["learner"]["agent"]
     assert any(not torch.equal(value, trained[key]) for key, value in start["agent"].items())
-    with pytest.raises(ConfigError, match=r"env\.embed_dim is 64 there and 32 here"):
+    with pytest.raises(ConfigError, match=r"env\.embed_dim is 128 there and 32 here"):
         train_qmix.main(["--init-from", str(first), "--set", "env.embed_dim=32", "--out", str(tmp_path / "bad"),
                          "--episodes", "2", *SMALL])
 
