@@ -35,7 +35,7 @@ from tqdm import tqdm
 from learners.buffer import EpisodeReplayBuffer
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
 from learners.evaluation import (QMIXPolicy, evaluate, layout_difference, load_checkpoint, paired_difference,
-                                 score_on_simulator)
+                                 references_apply, score_on_simulator)
 from learners.inflight import EpisodesInFlight, sibling_envs
 from learners.evaluation import config_overrides as _flatten  # a saved config as --set overrides (--resume)
 from learners.learner import QMIXLearner
@@ -405,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         raise RunError(f"training finished and its checkpoint is in {out_dir}, but the held-out evaluation failed "
                        f"({err}): rerun it with --resume {out_dir} once the backend serves again") from None
     rewards = {name: np.array([t.reward for t in episodes]) for name, episodes in traces.items()}
-    with_references = simulated and cfg.train.references and n == 3 and rounds <= 2
+    with_references = references_apply(cfg)
     if simulated:
         figures, batch_rewards = score_on_simulator(eval_env, cfg.train.eval_episodes, eval_seed,
                                                     progress=not args.no_progress, references=with_references)
@@ -478,6 +478,9 @@ def main_seeds(args: argparse.Namespace) -> int:
     child += ["--episodes", str(args.episodes)] if args.episodes else []
     child += ["--no-pictures"] if args.no_pictures else []
     child += ["--init-from", args.init_from] if args.init_from else []
+    if references_apply(cfg):  # select and cache them once here, not once in every seed's process
+        from topo_env.headroom import cached_references
+        cached_references(cfg.env, progress=not args.no_progress)
     summary = run_seeds(child, args.seeds, out_dir, args.jobs, progress=not args.no_progress,
                         script=Path(__file__).resolve())
     print(f"\n{setting_name(cfg)} (N={cfg.env.n_agents}, T={cfg.env.rounds}), {cfg.train.episodes if not args.episodes else args.episodes} "

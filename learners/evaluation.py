@@ -151,6 +151,7 @@ def evaluate_greedy_lockstep(envs: Sequence[Any], policy: QMIXPolicy, episodes: 
     names = list(envs[0].possible_agents)
     first = names[0]
     done: list[tuple[EpisodeFigures, EpisodeTrace]] = []
+    greedy_draws = np.random.default_rng(0)  # epsilon 0: select_actions draws, the actions do not depend on them
     bar = tqdm(total=int(episodes), desc=f"evaluate {policy.name}", disable=not progress, file=sys.stderr)
     for start in range(0, int(episodes), len(envs)):
         batch = envs[:min(len(envs), int(episodes) - start)]
@@ -168,7 +169,7 @@ def evaluate_greedy_lockstep(envs: Sequence[Any], policy: QMIXPolicy, episodes: 
             for j, env in enumerate(batch):
                 if not env.agents:  # this episode already ended: keep its last observations
                     continue
-                actions = select_actions(q[j], mask[j], 0.0, policy._rng)
+                actions = select_actions(q[j], mask[j], 0.0, greedy_draws)
                 observations[j], rewards, _, _, infos[j] = env.step({a: int(actions[i]) for i, a in enumerate(names)})
                 returns[j] += float(rewards[first])
                 densities[j].append(float(infos[j][first]["density"]))
@@ -335,6 +336,13 @@ def agent_from_checkpoint(checkpoint: dict[str, Any], cfg: ExperimentConfig, obs
     return agent.to(device).eval()
 
 
+def references_apply(cfg: ExperimentConfig) -> bool:
+    """Whether a run of ``cfg`` scores the headroom references (``train.references`` on a
+    simulated team of N = 3, T <= 2: the settings the search covers)."""
+    return (cfg.env.backend.kind == "sim" and cfg.train.references and cfg.env.n_agents == 3
+            and cfg.env.rounds <= 2)
+
+
 def batch_figures(result: Any) -> dict[str, Any]:
     """The figures :func:`topo_env.baselines.policy_figures` gives, of a
     :class:`~topo_env.sim.batch.BatchResult` (episodes played by the batch simulator)."""
@@ -355,7 +363,7 @@ def score_on_simulator(env, episodes: int, seed: int, progress: bool = True,
     an env with the simulated team. Returns each policy's figures (:func:`batch_figures`) and its
     per-episode rewards."""
     from topo_env.baselines import open_loop_actions
-    from topo_env.headroom import REFERENCE_NAMES, cached_references, env_episodes, play_references
+    from topo_env.headroom import cached_references, env_episodes, play_references
     from topo_env.sim.batch import BatchSimulator
 
     config = env.config
@@ -364,7 +372,7 @@ def score_on_simulator(env, episodes: int, seed: int, progress: bool = True,
     played = {name: sim.run(open_loop_actions(name, config.n_agents, config.rounds, config.roles), *arrays)
               for name in FIXED_BASELINES}
     if references:
-        chosen, cached = cached_references(config, progress=progress)
+        chosen, _ = cached_references(config, progress=progress)
         played.update(play_references(sim, chosen, *arrays))
     figures = {name: batch_figures(result) for name, result in played.items()}
     return figures, {name: result.reward for name, result in played.items()}

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import topo_env
+from experiments.transfer import record_traces  # random joint actions on a task pool, recorded
 from topo_env.sim.fit import FitError, fit, load_traces, main, write_profile
 from topo_env.sim.profiles import get_profile, with_overrides
 
@@ -36,19 +37,6 @@ EXACT = ("sys_tokens", "header_tokens")  # deterministic in the model: within +-
 EPISODES, TASK_POOL = 3000, 1000
 
 
-def generate(path: Path, profile_path: Path, episodes: int, seed: int, pool: int) -> None:
-    """Episodes of random joint actions on tasks drawn from a pool (a task is met several times, as
-    in a probe of a real team), recorded as traces."""
-    env = topo_env.parallel_env(profile=str(profile_path), rounds=2)
-    env.record(str(path))
-    rng = np.random.default_rng(seed)
-    for ep in range(episodes):
-        env.reset(seed=seed * 1_000_000 + ep, options={"task": int(rng.integers(pool))})
-        while env.agents:
-            env.step({a: int(rng.integers(6)) for a in env.agents})
-    env.close()
-
-
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fit")
@@ -56,7 +44,7 @@ def fitted(tmp_path_factory):
     truth_path = tmp / "truth.yaml"
     truth = write_profile(truth, truth_path)
     traces = tmp / "traces.jsonl"
-    generate(traces, truth_path, EPISODES, seed=0, pool=TASK_POOL)
+    record_traces(traces, str(truth_path), EPISODES, seed=0, pool=TASK_POOL)
     base = with_overrides(truth, **BASE_START)
     profile, report = fit(load_traces([traces]), base)
     out = tmp / "fitted.yaml"
