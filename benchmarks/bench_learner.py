@@ -6,7 +6,9 @@
 Prints (1) the time of one gradient update at the given batch size (N=3, T=rounds), for each
 torch thread count in ``--threads`` (the median of 7 timed blocks of 40 updates), next to the
 matmul-bound floor: the update's floating-point operations (counted by torch's FlopCounterMode)
-divided by the speed of one of its own matmuls (288 x 128 by 128 x 384) on this machine; with
+divided by the speed of one of its own matmuls (288 x 128 by 128 x 384) on this machine, and the
+time of the update's own matmuls replayed alone at their own shapes (a floor no program made of
+them can beat: small products run well below the reference matmul's speed); with
 ``--compile`` also the update with ``learner.compile: true`` (its timed blocks alternating with
 the eager update's) and the time its first call takes,
 (2) a short training run's episodes/s and updates/s and how its time splits between the env
@@ -21,6 +23,7 @@ import time
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from learners.buffer import EpisodeReplayBuffer
@@ -45,6 +48,38 @@ def matmul_gflops(device: torch.device, repeats: int = 2000) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize()
     return 2 * 288 * 128 * 384 * repeats / (time.perf_counter() - start) / 1e9
+
+
+MATMULS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default,
+            torch.ops.aten.baddbmm.default}
+
+
+class MatmulRecorder(TorchDispatchMode):
+    """Records every matrix product an update runs (forward and backward), with its operands."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[tuple] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in MATMULS:
+            self.calls.append((func, tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args),
+                               dict(kwargs or {})))
+        return func(*args, **(kwargs or {}))
+
+
+def own_matmul_ms(calls: list[tuple], repeats: int = 200) -> float:
+    """The update's own matmuls replayed alone, back to back, at their own shapes and strides
+    (ms): what the update would cost if everything but its matrix products were free. Small
+    products run far below the speed of the reference matmul, so this floor is the one a
+    program made of nothing but this update's matmuls could reach."""
+    for func, args, kwargs in calls:
+        func(*args, **kwargs)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        for func, args, kwargs in calls:
+            func(*args, **kwargs)
+    return (time.perf_counter() - start) / repeats * 1000
 
 
 def time_updates(learners: dict[str, QMIXLearner], buffer: EpisodeReplayBuffer, batch: int,
@@ -104,7 +139,9 @@ def main() -> None:
     with FlopCounterMode(display=False) as counter:
         learner.update(buffer.sample(args.batch, rng))
     update_gflop = counter.get_total_flops() / 1e9
-    update_ms, floor_ms, compile_s = {}, {}, {}
+    with MatmulRecorder() as recorder:
+        learner.update(buffer.sample(args.batch, rng))
+    update_ms, floor_ms, own_ms, compile_s = {}, {}, {}, {}
     for threads in thread_counts:
         torch.set_num_threads(threads)
         learners = {"eager": learner}
@@ -120,6 +157,7 @@ def main() -> None:
             learners["compiled"] = compiled
         update_ms[threads] = time_updates(learners, buffer, args.batch, rng)
         floor_ms[threads] = update_gflop / matmul_gflops(device) * 1000
+        own_ms[threads] = own_matmul_ms(recorder.calls)
     torch.set_num_threads(cfg.learner.torch_threads)
 
     # (2) a short training run on the config as is (rollout + 1 update per episode)
@@ -155,6 +193,9 @@ def main() -> None:
         print(f"{'  matmul-bound floor at this speed (ms)':<52}{floor_ms[threads]:>12.2f}")
         best = min(ms.values())
         print(f"{'  fastest update / floor (issue 27: within 1.5x)':<52}{best / floor_ms[threads]:>12.2f}{'<= 1.5':>12}")
+        print(f"{'  its %d matmuls alone, at their own shapes (ms)' % len(recorder.calls):<52}{own_ms[threads]:>12.2f}")
+        print(f"{'  those matmuls alone / floor':<52}{own_ms[threads] / floor_ms[threads]:>12.2f}")
+        print(f"{'  fastest update / its matmuls alone':<52}{best / own_ms[threads]:>12.2f}")
     print(f"{'training episodes/s (default config)':<52}{args.episodes / total:>12.1f}{'>= 11.1':>12}")
     print(f"{'gradient updates/s':<52}{updates / learn_time:>12.1f}")
     print(f"{'time in env rollouts (incl. action selection)':<52}{env_time / total:>11.0%}")
