@@ -9,12 +9,15 @@ graph scores the same whichever front-end chose it.
 Modes (``orchestrator_env(mode=...)``):
 
 * ``"graph"`` (default). Action ``Dict(adjacency=MultiBinary((N, N)), active=MultiBinary(N),
-  verify=MultiBinary(N), halt=Discrete(2))``: ``adjacency[u, v] = 1`` sends u's output to v this
-  round; ``active`` says who is called; ``verify`` whose output goes through the domain's verifier;
-  ``halt = 1`` makes this round the last (the decision node answers after it). Every action of the
-  space is valid: the diagonal is ignored, and an agent that sends, receives or is verified is
-  called even if its ``active`` bit is 0. A round with nobody called changes nothing but the round
-  count. Up to ``rounds`` rounds; the last one halts whatever ``halt`` says.
+  verify=MultiBinary(N), halt=Discrete(2), recall=MultiBinary((N, N)))``: ``adjacency[u, v] = 1``
+  sends u's output to v this round; ``active`` says who is called; ``verify`` whose output goes
+  through the domain's verifier; ``halt = 1`` makes this round the last (the decision node answers
+  after it); ``recall`` (optional: a dict without it recalls nothing) ``recall[u, v] = 1`` also
+  shows v u's latest output from an earlier round (a layered DAG's reference to an earlier step;
+  recalls from an agent that has not spoken yet are dropped). Every action of the space is valid:
+  the diagonals are ignored, and an agent that sends, receives, recalls or is verified is called
+  even if its ``active`` bit is 0. A round with nobody called changes nothing but the round count.
+  Up to ``rounds`` rounds; the last one halts whatever ``halt`` says.
 * ``"next_agent"`` (Puppeteer's sequential form). Action ``Discrete(N + 1)``: agent k < N speaks
   next, alone, shown the latest output of every agent that has spoken so far (RoundSpec ``recall``
   edges); k = N stops and the decision node answers (before anyone spoke: from the task alone). Up
@@ -31,7 +34,9 @@ or with the token penalty charged round by round (``shaped``); ``terminated`` is
 decision node answered, ``truncated`` is always False; an action outside the space raises a
 ValueError naming it and changes nothing. ``info``: ``calls``, ``round_tokens``, ``in_degree``,
 ``out_degree`` (N arrays), ``team_tokens``, ``edges``, ``density``, ``accuracy``,
-``tokens_estimated``, ``halted`` (1 when the episode ended before its last allowed round).
+``tokens_estimated``, ``halted`` (1 when the episode ended before its last allowed round),
+``outputs`` (per agent: its latest output as ``{"text", "answer", "confidence", "verdict"}``, or
+None before it spoke: what a controller that reads the agents' replies, such as DyTopo's, reads).
 
 ``reset(seed, options)`` takes the PettingZoo env's options (``task``, ``split``,
 ``adversaries``); with the simulated team, seed and options fix the episode completely, and the
@@ -96,6 +101,7 @@ class OrchestratorEnv(EngineFrontEnd, gymnasium.Env):
                 "active": spaces.MultiBinary(n),
                 "verify": spaces.MultiBinary(n),
                 "halt": spaces.Discrete(2),
+                "recall": spaces.MultiBinary((n, n)),
             })
         else:
             self.action_space = spaces.Discrete(n + 1)
@@ -170,9 +176,10 @@ class OrchestratorEnv(EngineFrontEnd, gymnasium.Env):
     # -- internals -----------------------------------------------------------------------
     def _graph_round(self, action: Any) -> tuple[RoundSpec, bool]:
         n = self.n_agents
-        if not isinstance(action, dict) or set(action) != {"adjacency", "active", "verify", "halt"}:
+        if not isinstance(action, dict) or set(action) - {"recall"} != {"adjacency", "active", "verify", "halt"}:
             got = sorted(action) if isinstance(action, dict) else type(action).__name__
-            raise ValueError(f"action must be a dict with keys ['active', 'adjacency', 'halt', 'verify'], got {got}")
+            raise ValueError(f"action must be a dict with keys ['active', 'adjacency', 'halt', 'verify'] "
+                             f"(and optionally 'recall'), got {got}")
         adjacency = as_flags("action['adjacency']", action["adjacency"], (n, n))
         active = as_flags("action['active']", action["active"], (n,))
         verify = as_flags("action['verify']", action["verify"], (n,))
@@ -182,8 +189,15 @@ class OrchestratorEnv(EngineFrontEnd, gymnasium.Env):
         if isinstance(halt, bool) or not isinstance(halt, numbers.Integral) or halt not in (0, 1):
             raise ValueError(f"action['halt'] is {halt!r}: must be 0 or 1")
         np.fill_diagonal(adjacency, False)
+        recall = None
+        if action.get("recall") is not None:
+            recall = as_flags("action['recall']", action["recall"], (n, n))
+            np.fill_diagonal(recall, False)
+            recall &= np.asarray(self.episode.ran, dtype=bool)[:, None]  # only outputs that exist
         active = active | adjacency.any(axis=0) | adjacency.any(axis=1) | verify
-        return RoundSpec(adjacency, active, verify), bool(halt)
+        if recall is not None:
+            active = active | recall.any(axis=0)
+        return RoundSpec(adjacency, active, verify, recall), bool(halt)
 
     def _next_agent(self, action: Any) -> int:
         if isinstance(action, np.ndarray) and action.shape == ():
@@ -225,4 +239,7 @@ class OrchestratorEnv(EngineFrontEnd, gymnasium.Env):
             "out_degree": np.asarray(self._out_degree, dtype=np.int64),
             "tokens_estimated": int(self.episode.tokens_estimated),
             "halted": int(halted),
+            "outputs": [None if m is None else {"text": m.text, "answer": m.answer, "confidence": m.confidence,
+                                                "verdict": int(m.verdict)}
+                        for m in self.episode.last_outputs],
         }

@@ -1,0 +1,1 @@
+"""Topology controllers on the orchestrator env, one module each (see :mod:`controllers.base`)."""

@@ -1,0 +1,175 @@
+"""The one interface every topology controller implements, and the loop that plays it.
+
+A controller drives the orchestrator env (:mod:`topo_env.orchestrator`): in ``mode="graph"`` it
+returns a whole round per step (``{"adjacency", "active", "verify", "halt"}``, ``adjacency[u, v] = 1``
+sends u's output to v), in ``mode="next_agent"`` the next agent to speak (``N`` = stop). It sees
+the env's observations and infos, nothing else (no env attributes): what it needs beyond them is a
+reason to extend the observation.
+
+    controller.begin(observation, info)          # a new task (stream state, e.g. TacoMAS's, persists)
+    while not done:
+        action = controller.act(observation, info)
+        observation, reward, done, _, info = env.step(action)
+    controller.end(observation, reward, info)    # the episode's outcome (online learners update here)
+
+Learnable controllers also implement :meth:`Controller.fit`, which trains on episodes of the
+``train`` split of an env it is handed; :class:`CallCounter` wraps that env so the leaderboard
+knows what training spent (LLM calls, agents' and the decision node's, and tokens) whatever the
+controller does with it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import gymnasium
+import numpy as np
+
+TRAIN_SEED_BASE = 1_000_000
+"""Training episodes use reset seeds ``TRAIN_SEED_BASE * (seed + 1) + k`` on the train split;
+evaluation uses seeds ``k`` on the eval split, the same for every method (common random numbers)."""
+
+
+def train_seed(seed: int, episode: int) -> int:
+    """The reset seed of training episode ``episode`` of a run seeded ``seed``."""
+    return TRAIN_SEED_BASE * (int(seed) + 1) + int(episode)
+
+
+def graph_action(n_agents: int, adjacency: Any = None, active: Any = None, verify: Any = None,
+                 halt: bool = False, recall: Any = None) -> dict[str, Any]:
+    """An orchestrator ``graph`` action: ``adjacency`` (N, N) 0/1 (u -> v this round), ``active`` /
+    ``verify`` (N,) 0/1 (default: nobody; the env also calls every agent on an edge), ``halt``, and
+    ``recall`` (N, N) 0/1 (u's latest earlier output shown to v; default none)."""
+    n = int(n_agents)
+
+    def flags(value: Any, shape: tuple[int, ...]) -> np.ndarray:
+        return np.zeros(shape, dtype=np.int8) if value is None else np.asarray(value, dtype=np.int8).reshape(shape)
+
+    adj = flags(adjacency, (n, n)).copy()
+    np.fill_diagonal(adj, 0)
+    rec = flags(recall, (n, n)).copy()
+    np.fill_diagonal(rec, 0)
+    return {"adjacency": adj, "active": flags(active, (n,)), "verify": flags(verify, (n,)), "halt": int(bool(halt)),
+            "recall": rec}
+
+
+@dataclass
+class FitReport:
+    """What training spent: episodes played, LLM calls (agents' + decision node's) and tokens."""
+
+    episodes: int = 0
+    calls: int = 0
+    tokens: int = 0
+
+
+class Controller:
+    """Base class: a controller that needs no training. Subclasses set ``name`` and ``mode`` and
+    implement :meth:`act`; stateful ones override :meth:`begin` / :meth:`end`; learnable ones
+    :meth:`fit` (and set ``trainable = True``)."""
+
+    name: str = "controller"
+    mode: str = "graph"  # or "next_agent"
+    trainable: bool = False
+
+    def begin(self, observation: dict, info: dict) -> None:
+        """A new episode (task) starts; ``observation`` / ``info`` are ``env.reset``'s."""
+
+    def act(self, observation: dict, info: dict) -> Any:
+        """The next action of the orchestrator env in :attr:`mode`."""
+        raise NotImplementedError
+
+    def end(self, observation: dict, reward: float, info: dict) -> None:
+        """The episode ended with ``reward`` (its last step's) and the last step's ``info``."""
+
+    def fit(self, env: gymnasium.Env, episodes: int, seed: int, progress: bool = False) -> FitReport:
+        """Train on ``episodes`` episodes of ``env`` (in :attr:`mode`; reset them with
+        ``options={"split": "train"}`` and :func:`train_seed`). Untrained controllers do nothing."""
+        return FitReport()
+
+    def state_dict(self) -> dict:
+        """What a trained controller needs to act again (empty for fixed ones)."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`."""
+
+
+@dataclass
+class EpisodeRecord:
+    """One played episode: reward (the episode's return), accuracy, team tokens, LLM calls (agents
+    + decision node), rounds played, mean density of the rounds' graphs, and the adversaries'
+    and honest agents' mean out-degree per round (NaN without adversaries)."""
+
+    reward: float
+    accuracy: float
+    tokens: int
+    calls: int
+    rounds: int
+    density: float
+    adversary_out_degree: float
+    honest_out_degree: float
+
+
+def play_episode(env: gymnasium.Env, controller: Controller, seed: int, options: dict | None = None,
+                 adversaries: tuple[int, ...] = ()) -> EpisodeRecord:
+    """Play one episode of ``controller`` on ``env`` from ``env.reset(seed=seed, options=options)``.
+    ``adversaries``: the agents the reset options force to be adversaries (for the out-degrees)."""
+    observation, info = env.reset(seed=seed, options=options)
+    controller.begin(observation, info)
+    ret, calls, rounds, density = 0.0, 1, 0, []  # calls: the decision node's
+    out_degrees = []
+    done = False
+    while not done:
+        action = controller.act(observation, info)
+        observation, reward, done, _, info = env.step(action)
+        ret += float(reward)
+        step_calls = int(np.sum(info["calls"]))
+        calls += step_calls
+        if step_calls:
+            rounds += 1
+            density.append(float(info["density"]))
+            out_degrees.append(np.asarray(info["out_degree"], dtype=float))
+    controller.end(observation, float(reward), info)
+    n = len(info["calls"])
+    adv = np.zeros(n, dtype=bool)
+    adv[list(adversaries)] = True
+    degrees = np.mean(out_degrees, axis=0) if out_degrees else np.zeros(n)
+    return EpisodeRecord(
+        reward=ret, accuracy=float(info["accuracy"]), tokens=int(info["team_tokens"]), calls=calls, rounds=rounds,
+        density=float(np.mean(density)) if density else 0.0,
+        adversary_out_degree=float(degrees[adv].mean()) if adv.any() else float("nan"),
+        honest_out_degree=float(degrees[~adv].mean()) if adv.any() else float("nan"))
+
+
+class CallCounter(gymnasium.Wrapper):
+    """Counts what the episodes played through it spend: episodes (resets), LLM calls (agents'
+    per step + one decision node per finished episode) and team tokens (at each episode's end)."""
+
+    def __init__(self, env: gymnasium.Env):
+        super().__init__(env)
+        self.report = FitReport()
+
+    def reset(self, **kwargs):
+        self.report.episodes += 1
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        self.report.calls += int(np.sum(info["calls"])) + int(bool(terminated))
+        if terminated:
+            self.report.tokens += int(info["team_tokens"])
+        return observation, reward, terminated, truncated, info
+
+
+def fit_counted(controller: Controller, make_env: Callable[[str], gymnasium.Env], episodes: int, seed: int,
+                progress: bool = False) -> FitReport:
+    """Train ``controller`` for ``episodes`` on an env of its mode from ``make_env(mode)`` and return
+    what it spent, as counted by :class:`CallCounter` (not as the controller says)."""
+    if not controller.trainable or episodes <= 0:
+        return FitReport()
+    env = CallCounter(make_env(controller.mode))
+    try:
+        controller.fit(env, int(episodes), int(seed), progress)
+    finally:
+        env.close()
+    return env.report
