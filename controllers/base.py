@@ -97,8 +97,8 @@ class Controller:
 @dataclass
 class EpisodeRecord:
     """One played episode: reward (the episode's return), accuracy, team tokens, LLM calls (agents
-    + decision node), rounds played, mean density of the rounds' graphs, and the adversaries'
-    and honest agents' mean out-degree per round (NaN without adversaries)."""
+    + decision node), rounds played (steps that called someone), the mean density of those rounds'
+    graphs, and each agent's mean out-degree per round (N,)."""
 
     reward: float
     accuracy: float
@@ -106,18 +106,14 @@ class EpisodeRecord:
     calls: int
     rounds: int
     density: float
-    adversary_out_degree: float
-    honest_out_degree: float
+    out_degree: tuple[float, ...]
 
 
-def play_episode(env: gymnasium.Env, controller: Controller, seed: int, options: dict | None = None,
-                 adversaries: tuple[int, ...] = ()) -> EpisodeRecord:
-    """Play one episode of ``controller`` on ``env`` from ``env.reset(seed=seed, options=options)``.
-    ``adversaries``: the agents the reset options force to be adversaries (for the out-degrees)."""
+def play_episode(env: gymnasium.Env, controller: Controller, seed: int, options: dict | None = None) -> EpisodeRecord:
+    """Play one episode of ``controller`` on ``env`` from ``env.reset(seed=seed, options=options)``."""
     observation, info = env.reset(seed=seed, options=options)
     controller.begin(observation, info)
-    ret, calls, rounds, density = 0.0, 1, 0, []  # calls: the decision node's
-    out_degrees = []
+    ret, calls, density, out_degrees = 0.0, 1, [], []  # calls: the decision node's
     done = False
     while not done:
         action = controller.act(observation, info)
@@ -126,19 +122,14 @@ def play_episode(env: gymnasium.Env, controller: Controller, seed: int, options:
         step_calls = int(np.sum(info["calls"]))
         calls += step_calls
         if step_calls:
-            rounds += 1
             density.append(float(info["density"]))
             out_degrees.append(np.asarray(info["out_degree"], dtype=float))
     controller.end(observation, float(reward), info)
     n = len(info["calls"])
-    adv = np.zeros(n, dtype=bool)
-    adv[list(adversaries)] = True
     degrees = np.mean(out_degrees, axis=0) if out_degrees else np.zeros(n)
-    return EpisodeRecord(
-        reward=ret, accuracy=float(info["accuracy"]), tokens=int(info["team_tokens"]), calls=calls, rounds=rounds,
-        density=float(np.mean(density)) if density else 0.0,
-        adversary_out_degree=float(degrees[adv].mean()) if adv.any() else float("nan"),
-        honest_out_degree=float(degrees[~adv].mean()) if adv.any() else float("nan"))
+    return EpisodeRecord(reward=ret, accuracy=float(info["accuracy"]), tokens=int(info["team_tokens"]), calls=calls,
+                         rounds=len(density), density=float(np.mean(density)) if density else 0.0,
+                         out_degree=tuple(float(d) for d in degrees))
 
 
 class CallCounter(gymnasium.Wrapper):
@@ -164,12 +155,16 @@ class CallCounter(gymnasium.Wrapper):
 def fit_counted(controller: Controller, make_env: Callable[[str], gymnasium.Env], episodes: int, seed: int,
                 progress: bool = False) -> FitReport:
     """Train ``controller`` for ``episodes`` on an env of its mode from ``make_env(mode)`` and return
-    what it spent, as counted by :class:`CallCounter` (not as the controller says)."""
+    what it spent, as counted by :class:`CallCounter` (not as the controller says). A controller
+    that trains on another front-end of the same team (QMIX: the PettingZoo env) plays none of
+    this env's episodes; then its own report (from its run's records) is returned."""
     if not controller.trainable or episodes <= 0:
         return FitReport()
     env = CallCounter(make_env(controller.mode))
     try:
-        controller.fit(env, int(episodes), int(seed), progress)
+        reported = controller.fit(env, int(episodes), int(seed), progress)
     finally:
         env.close()
+    if env.report.episodes == 0 and isinstance(reported, FitReport):
+        return reported
     return env.report

@@ -157,6 +157,27 @@ class ObservationBuilder:
         agents[:, -1] = active
         return task, agents
 
+    def agent_observations(self, task: np.ndarray, agents: np.ndarray, round_index: int,
+                           prev_actions: Sequence[int] | None) -> np.ndarray:
+        """The (N, D) observations of :meth:`build` from a controller's view of them (the inverse of
+        :meth:`controller_view`: ``task`` (E + 1,), ``agents`` (N, F)) and what a controller that
+        chose CommActions knows itself: the round and the previous joint action (None before the
+        first round). This is how a per-agent policy (QMIX, the fixed baselines) plays through the
+        orchestrator env."""
+        n, e = self.n, self.embed_dim
+        obs = np.zeros((n, self.dim), dtype=np.float32)
+        obs[:, : e + 1] = task
+        obs[:, e + 1 : e + 1 + n] = np.eye(n, dtype=np.float32)
+        width = self._o_round - (e + 1 + n)
+        obs[:, e + 1 + n : self._o_round] = agents[:, :width]
+        obs[:, self._o_round + min(round_index, self.rounds - 1)] = 1.0
+        if prev_actions is None:
+            obs[:, self._o_prev + N_ACTIONS] = 1.0
+        else:
+            obs[range(n), [self._o_prev + a for a in prev_actions]] = 1.0
+        obs[:, self._o_scalar :] = agents[:, width : width + N_SCALARS]
+        return obs
+
     def state(self, obs: np.ndarray, adjacency: np.ndarray, round_index: int) -> np.ndarray:
         n = self.n
         edges = float(np.count_nonzero(adjacency))

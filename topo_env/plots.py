@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ACCURACY_METRICS", "ACTION_STYLES", "ADVERSARY_COLOR", "LEARNING_METRICS", "POINTS", "ROUND_STYLES",
     "draw_episodes", "draw_round", "draw_topology", "draw_topology_examples", "edge_actions",
-    "plot_action_distribution", "plot_learning_curves", "plot_robustness", "round_picture", "save_figure",
+    "plot_action_distribution", "plot_learning_curves", "plot_pareto", "plot_robustness", "round_picture", "save_figure",
     "show_picture",
 ]
 
@@ -783,4 +783,33 @@ def plot_sample_efficiency(points: Sequence[Mapping[str, float]], references: Ma
     axes[1].legend(fontsize=8, loc="lower right")
     if title:
         fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def plot_pareto(points: Mapping[str, Sequence[tuple[float, float]]], title: str | None = None) -> Figure:
+    """Accuracy (points) against tokens per task, one colour per method: ``points[method]`` holds
+    one ``(tokens_per_task, accuracy)`` pair per seed, drawn as small dots, and their mean as a
+    large marker with the method's name (the leaderboard's picture). Up and to the left is better."""
+    if not points or not any(points.values()):
+        raise ValueError("no methods to plot")
+    fig = _new_figure(figsize=(7.0, 4.6))
+    ax = fig.subplots()
+    from matplotlib import colormaps
+
+    colours = colormaps["tab20"].colors
+    for k, (name, pairs) in enumerate(sorted(points.items())):
+        xy = np.asarray(pairs, dtype=float).reshape(-1, 2)
+        if not len(xy):
+            continue
+        colour = colours[k % len(colours)]
+        ax.scatter(xy[:, 0], 100 * xy[:, 1], s=14, color=colour, alpha=0.6, gid=f"seeds:{name}")
+        mx, my = xy[:, 0].mean(), 100 * xy[:, 1].mean()
+        ax.scatter([mx], [my], s=70, color=colour, edgecolor="black", linewidth=0.6, label=name, gid=f"mean:{name}")
+        ax.annotate(name, (mx, my), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    ax.set_xlabel("tokens per task")
+    ax.set_ylabel("accuracy (points)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best", ncol=2)
+    if title:
+        ax.set_title(title, fontsize=10)
     return fig
