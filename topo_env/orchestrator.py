@@ -35,7 +35,8 @@ decision node answered, ``truncated`` is always False; an action outside the spa
 ValueError naming it and changes nothing. ``info``: ``calls``, ``round_tokens``, ``in_degree``,
 ``out_degree`` (N arrays), ``team_tokens``, ``edges``, ``density``, ``accuracy``,
 ``tokens_estimated``, ``halted`` (1 when the episode ended before its last allowed round),
-``outputs`` (per agent: its latest output as ``{"text", "answer", "confidence", "verdict"}``, or
+``task_text`` (the task's prompt, for controllers that prompt an LLM with it), ``outputs`` (per
+agent: its latest output as ``{"text", "answer", "confidence", "verdict"}``, or
 None before it spoke: what a controller that reads the agents' replies, such as DyTopo's, reads).
 
 ``reset(seed, options)`` takes the PettingZoo env's options (``task``, ``split``,
@@ -239,6 +240,7 @@ class OrchestratorEnv(EngineFrontEnd, gymnasium.Env):
             "out_degree": np.asarray(self._out_degree, dtype=np.int64),
             "tokens_estimated": int(self.episode.tokens_estimated),
             "halted": int(halted),
+            "task_text": self.episode.task.prompt,
             "outputs": [None if m is None else {"text": m.text, "answer": m.answer, "confidence": m.confidence,
                                                 "verdict": int(m.verdict)}
                         for m in self.episode.last_outputs],
