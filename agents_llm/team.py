@@ -69,8 +69,9 @@ class LLMTeamBackend:
     concurrent = True
 
     def __init__(self, domain: str, llm: LLMSettings, tasks: TaskPool, roles: Sequence[str],
-                 personas: Sequence[str] | None = None, client: LLMClient | None = None):
+                 personas: Sequence[str] | None = None, client: LLMClient | None = None, descriptors: bool = False):
         self.domain, self.tasks = domain, tasks
+        self.descriptors = descriptors  # ask for DyTopo's NEED/OFFER lines (EnvConfig.descriptors)
         self.client = client if client is not None else LLMClient(llm)  # shared by sibling() teams
         self.roles = tuple(roles)
         self.personas = tuple(personas) if personas else default_personas(domain, self.roles)
@@ -90,13 +91,14 @@ class LLMTeamBackend:
         if not tasks:
             raise ConfigError(f"backend.dataset={backend.dataset!r} holds no {config.domain} tasks")
         pool = TaskPool(tasks, train_size=min(backend.train_size, len(tasks) - 1))
-        return cls(config.domain, backend, pool, config.roles, config.personas)
+        return cls(config.domain, backend, pool, config.roles, config.personas, descriptors=config.descriptors)
 
     def sibling(self) -> "LLMTeamBackend":
         """The same team for another episode in flight: its own episode state, this team's
         tasks and :class:`~agents_llm.client.LLMClient` (one connection pool, one
         ``max_concurrency`` for all episodes)."""
-        return LLMTeamBackend(self.domain, self.client.config, self.tasks, self.roles, self.personas, self.client)
+        return LLMTeamBackend(self.domain, self.client.config, self.tasks, self.roles, self.personas, self.client,
+                              self.descriptors)
 
     def sample_task(self, rng: np.random.Generator, split: str) -> Task:
         return self.tasks.sample(rng, split)
@@ -115,7 +117,7 @@ class LLMTeamBackend:
         return ((self._episode_key * 64 + round_index) * 64 + agent) * 4 + _PHASES.get(phase, 3)
 
     async def call_agent(self, call: AgentCall) -> AgentReply:
-        messages = agent_messages(call, self.domain, self.personas[call.agent], self.roles)
+        messages = agent_messages(call, self.domain, self.personas[call.agent], self.roles, self.descriptors)
         res = await self.client.complete(messages, sample_index=self._sample_index(call.round, call.agent, call.phase))
         answer, confidence = parse_reply(res.content, call.task)
         return AgentReply(text=res.content, answer=answer, confidence=confidence, prompt_tokens=res.prompt_tokens,

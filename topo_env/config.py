@@ -73,6 +73,11 @@ class EnvConfig:
         personas: persona per agent (e.g. "algorithm designer"; see ``topo_env.roles``), in the
             LLM agents' prompts and in every agent's observation; default: the analyzer is the
             critical reviewer, specialists take the domain's personas in turn.
+        descriptors: agents end each reply with DyTopo's ``NEED: ...`` and ``OFFER: ...`` lines
+            (what they need from teammates next, what they can give): an LLM team is asked for
+            them in its prompt, the simulated team writes them from its state
+            (:mod:`topo_env.sim.descriptors`). Off by default: the replies, prompts and every
+            figure stay as they were; the DyTopo controller turns it on.
     """
 
     n_agents: int = 3
@@ -96,6 +101,7 @@ class EnvConfig:
     render_mode: str | None = None
     personas: tuple[str, ...] | None = None  # None: topo_env.roles.default_personas
     team: tuple | None = None  # None: the profile's team (topo_env.sim.profiles)
+    descriptors: bool = False
 
     def __post_init__(self) -> None:
         _int(self, "n_agents", minimum=2)
@@ -175,6 +181,8 @@ class EnvConfig:
             if not isinstance(persona, str) or not persona.strip():
                 raise ConfigError(f"personas contains {persona!r}: each must be a non-empty string")
         object.__setattr__(self, "personas", personas)
+        if not isinstance(self.descriptors, bool):
+            raise ConfigError(f"descriptors={self.descriptors!r}: must be true or false")
         if self.team is not None:
             try:  # names stay names; mappings become (hashable) AgentModels
                 team = tuple(m if isinstance(m, str) else get_model(m) for m in _tuple(self, "team", self.team))

@@ -57,7 +57,8 @@ LEARNED_METHODS: dict[str, str] = {
     "puppeteer": "controllers.puppeteer",
     "tacomas": "controllers.tacomas",
 }
-"""Method name -> its controller module (``build``, ``TRAIN_EPISODES``, ``ENV_ROUNDS``)."""
+"""Method name -> its controller module (``build``, ``TRAIN_EPISODES``, ``ENV_ROUNDS``, optional
+``ENV_KEYS``: env keys the method needs, such as DyTopo's descriptors)."""
 METHODS: tuple[str, ...] = (*BASELINES, *LEARNED_METHODS)
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 DEFAULT_EPISODES = 1000
@@ -112,6 +113,7 @@ def build_method(name: str, config: EnvConfig, seed: int, run_dir: Path) -> tupl
     module = method_module(name)
     rounds = getattr(module, "ENV_ROUNDS", None)
     cfg = replace(config, rounds=int(rounds)) if rounds else config
+    cfg = replace(cfg, **getattr(module, "ENV_KEYS", {}))  # e.g. DyTopo's descriptors
     if name == "qmix":
         controller = module.build(cfg.n_agents, cfg.rounds, seed, env_config=cfg)
         controller.run_dir = run_dir / f"qmix_seed{seed}"

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from topo_env.backend import AgentCall, AgentReply, Decision, Message, Verdict
+from topo_env.sim.descriptors import descriptor_lines
 from topo_env.sim.model import (
     AgentFeatures, EpisodeNoise, TaskFeatures, draw_noise, simulate_call, simulate_decision, simulate_verdict,
     wrong_label_cdf,
@@ -35,8 +36,10 @@ class SimTeamBackend:
 
     concurrent = False
 
-    def __init__(self, profile: SimProfile, team: tuple | None = None, roles: tuple[str, ...] | None = None):
+    def __init__(self, profile: SimProfile, team: tuple | None = None, roles: tuple[str, ...] | None = None,
+                 descriptors: bool = False):
         self.profile = profile
+        self.descriptors = descriptors  # DyTopo's NEED/OFFER lines in the replies (EnvConfig.descriptors)
         self.team = team
         self.roles = roles
         self._team_size = 0
@@ -53,7 +56,7 @@ class SimTeamBackend:
     @classmethod
     def from_config(cls, config: EnvConfig) -> "SimTeamBackend":
         """The simulated team of ``config.profile`` (the ``"sim"`` factory of :mod:`topo_env.backends`)."""
-        return cls(get_profile(config.profile), config.team, config.roles)
+        return cls(get_profile(config.profile), config.team, config.roles, config.descriptors)
 
     # -- episode -------------------------------------------------------------------------
     def sample_task(self, rng: np.random.Generator, split: str) -> Task:
@@ -103,9 +106,13 @@ class SimTeamBackend:
         prev = self._input(call.own_previous) if call.own_previous is not None else None
         skill, blind, verbosity = self._agents[call.agent]
         agent = AgentFeatures(call.role, skill, blind, verbosity, call.adversarial)
-        out = simulate_call(self.profile, self._cdf, self._task_features, agent, prev,
-                            [self._input(m) for m in call.messages], noise)
+        shown = [self._input(m) for m in call.messages]
+        out = simulate_call(self.profile, self._cdf, self._task_features, agent, prev, shown, noise)
         answer, text = self._text(call.role, out.label, out.confidence)
+        if self.descriptors:  # DyTopo's need/offer lines (topo_env.sim.descriptors): they only hash the call's noise
+            disagrees = any(m[0] != out.label for m in shown)
+            subject = self.profile.subject_names[self._task_features.subject]
+            text = f"{text}\n{descriptor_lines(subject, skill, out.confidence, disagrees, call.adversarial, noise)}"
         return AgentReply(text=text, answer=answer, confidence=out.confidence, prompt_tokens=out.prompt_tokens,
                           completion_tokens=out.completion_tokens, content_tokens=out.content_tokens,
                           reasoning_tokens=out.reasoning_tokens)
