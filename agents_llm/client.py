@@ -109,6 +109,12 @@ class LLMClient:
             self._slots, self._slots_loop = asyncio.Semaphore(self.config.max_concurrency), loop
         return self._slots
 
+    async def aclose(self) -> None:
+        """Close the connection pool (on the loop that used it); the next call opens a new one."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
     async def complete(self, messages: list[dict[str, str]], sample_index: int = 0) -> ChatResult:
         """The model's reply to ``messages`` (cached by request and ``sample_index``)."""
         cfg = self.config

@@ -26,6 +26,7 @@ import gymnasium
 
 from controllers.base import FitReport
 from controllers.comm_actions import CommActionController, observation_builder
+from topo_env.actions import N_ACTIONS
 from topo_env.config import ConfigError, EnvConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -37,18 +38,29 @@ ENV_ROUNDS = None  # the profile's rounds, as QMIX trains on them
 
 
 class QMIXController(CommActionController):
-    """The greedy policy of a QMIX agent network (``agent`` an :class:`AgentQNetwork`; None until
-    :meth:`fit` or :meth:`load_run`)."""
+    """The greedy policy of a QMIX agent network: ``agent`` (an :class:`AgentQNetwork`), or until
+    :meth:`fit` / :meth:`load_run` an untrained one of ``configs/default.yaml``'s layout,
+    initialised from ``seed`` (as every learned method starts)."""
 
     trainable = True
 
     def __init__(self, config: EnvConfig, seed: int = 0, agent: Any = None, run_dir: str | Path | None = None,
                  overrides: tuple[str, ...] = ()):
+        import torch
+
+        from learners.agent_network import build_agent_network
+        from learners.config import load_experiment
         from learners.evaluation import QMIXPolicy  # torch only where QMIX is used
 
+        if agent is None:
+            with torch.random.fork_rng():
+                torch.manual_seed(int(seed))
+                agent = build_agent_network(observation_builder(config).dim, N_ACTIONS,
+                                            load_experiment(DEFAULT_CONFIG).learner).eval()
         self._policy_class = QMIXPolicy
-        super().__init__(QMIXPolicy(agent) if agent is not None else _Untrained(), config, seed, "qmix")
+        super().__init__(QMIXPolicy(agent), config, seed, "qmix")
         self.seed, self.run_dir, self.overrides = int(seed), run_dir, tuple(overrides)
+        self.loaded_run: Path | None = None  # the run whose network plays (None: the initial network)
 
     def fit(self, env: gymnasium.Env, episodes: int, seed: int, progress: bool = False) -> FitReport:
         """Train with ``train_qmix.py`` on this controller's env config for ``episodes`` episodes
@@ -78,29 +90,16 @@ class QMIXController(CommActionController):
             raise ConfigError(f"{run_dir}: the run's network does not fit this env: {difference}")
         agent = agent_from_checkpoint(checkpoint, cfg, observation_builder(self.config).dim)
         self.policy = self._policy_class(agent)
-        self.run_dir = Path(run_dir)
+        self.loaded_run = Path(run_dir)
         return FitReport(episodes=int(checkpoint.get("episode", 0)), calls=int(checkpoint.get("calls_spent", 0)),
                          tokens=int(checkpoint.get("tokens_spent", 0)))
 
     def state_dict(self) -> dict:
-        return {"run_dir": None if self.run_dir is None else str(self.run_dir)}
+        return {"run_dir": None if self.loaded_run is None else str(self.loaded_run)}
 
     def load_state_dict(self, state: dict) -> None:
-        if state.get("run_dir"):
+        if state.get("run_dir") and Path(state["run_dir"]) != self.loaded_run:
             self.load_run(state["run_dir"])
-
-
-class _Untrained:
-    """Stands in for the policy until QMIX is trained or loaded: acting then is a mistake."""
-
-    name = "qmix"
-    privileged = False
-
-    def reset(self, seed: int | None) -> None:
-        pass
-
-    def act(self, observations: dict, infos: dict) -> dict[str, int]:
-        raise RuntimeError("QMIXController has no network yet: call fit() or load_run(RUN_DIR) first")
 
 
 def build(n_agents: int, rounds: int, seed: int, config: dict | None = None,

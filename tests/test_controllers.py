@@ -83,10 +83,17 @@ def test_qmix_network_plays_the_same_episodes_through_either_front_end():
     assert len({round(r.density, 3) for r in records}) > 1  # the network's graphs vary: not one fixed topology
 
 
-def test_untrained_qmix_says_what_to_do():
+def test_untrained_qmix_plays_a_network_initialised_from_its_seed():
     env = OrchestratorEnv(CONFIG)
-    with pytest.raises(RuntimeError, match="fit\\(\\) or load_run"):
-        play_episode(env, QMIXController(CONFIG), 0, {"split": "eval"})
+
+    def played(seed):
+        controller = QMIXController(CONFIG, seed=seed)
+        return [play_episode(env, controller, k, {"split": "eval"}).tokens for k in range(6)]
+
+    assert played(0) == played(0)
+    first = QMIXController(CONFIG, seed=0).policy.agent.state_dict()
+    other = QMIXController(CONFIG, seed=1).policy.agent.state_dict()
+    assert any(not torch.equal(first[k], other[k]) for k in first)
 
 
 def test_call_counter_counts_agent_calls_and_the_decision_node():

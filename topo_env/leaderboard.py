@@ -59,7 +59,11 @@ LEARNED_METHODS: dict[str, str] = {
 }
 """Method name -> its controller module (``build``, ``TRAIN_EPISODES``, ``ENV_ROUNDS``, optional
 ``ENV_KEYS``: env keys the method needs, such as DyTopo's descriptors)."""
+LLM_WRITTEN: dict[str, str] = {"agentconductor_llm": "agentconductor", "tacomas_llm": "tacomas"}
+"""Methods whose orchestrator is an LLM (the team's own server): only with ``backend: llm``.
+AgentConductor's YAML writer, TacoMAS's meta-LLM; their tokens count in tokens per task."""
 METHODS: tuple[str, ...] = (*BASELINES, *LEARNED_METHODS)
+ALL_METHODS: tuple[str, ...] = (*METHODS, *LLM_WRITTEN)
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 DEFAULT_EPISODES = 1000
 FIGURES = ("accuracy", "tokens_per_task", "reward", "density", "rounds", "calls_per_task", "train_episodes",
@@ -104,12 +108,15 @@ def method_module(name: str):
     return importlib.import_module(LEARNED_METHODS[name])
 
 
-def build_method(name: str, config: EnvConfig, seed: int, run_dir: Path) -> tuple[Any, EnvConfig, int]:
-    """``(controller, its env config, its training budget in episodes)`` for method ``name``."""
+def build_method(name: str, config: EnvConfig, seed: int, run_dir: Path) -> tuple[Any, EnvConfig, int, Any]:
+    """``(controller, its env config, its training budget in episodes, its own LLM or None)`` for
+    method ``name``."""
     if name in BASELINES:
         from controllers.comm_actions import build_baseline
 
-        return build_baseline(name, config, seed), config, 0
+        return build_baseline(name, config, seed), config, 0, None
+    if name in LLM_WRITTEN:
+        return build_llm_written(name, config, seed)
     module = method_module(name)
     rounds = getattr(module, "ENV_ROUNDS", None)
     cfg = replace(config, rounds=int(rounds)) if rounds else config
@@ -119,14 +126,35 @@ def build_method(name: str, config: EnvConfig, seed: int, run_dir: Path) -> tupl
         controller.run_dir = run_dir / f"qmix_seed{seed}"
     else:
         controller = module.build(cfg.n_agents, cfg.rounds, seed)
-    return controller, cfg, int(module.TRAIN_EPISODES)
+    return controller, cfg, int(module.TRAIN_EPISODES), None
+
+
+def build_llm_written(name: str, config: EnvConfig, seed: int) -> tuple[Any, EnvConfig, int, Any]:
+    """AgentConductor with an LLM writing its YAML, or TacoMAS with a meta-LLM proposing its edits,
+    both on the team's own server (:class:`controllers.llm_chat.ChatFunction`); nothing to train."""
+    from controllers.llm_chat import ChatFunction
+
+    if config.backend.kind != "llm":
+        raise ConfigError(f"method {name!r} prompts the team's LLM: use it with a --config whose env has backend: llm")
+    module = method_module(LLM_WRITTEN[name])
+    rounds = getattr(module, "ENV_ROUNDS", None)
+    cfg = replace(config, rounds=int(rounds)) if rounds else config
+    chat = ChatFunction(cfg.backend)
+    if name == "agentconductor_llm":
+        controller = module.AgentConductorController(cfg.n_agents, cfg.rounds, seed, write_yaml=chat)
+    else:
+        controller = module.build(cfg.n_agents, cfg.rounds, seed, propose=chat)
+        controller.name = name
+    return controller, cfg, 0, chat
 
 
 def evaluate_method(controller: Any, config: EnvConfig, episodes: int, adversary: str,
-                    progress: Callable[[], None] = lambda: None) -> dict[str, list[tuple[Any, tuple[int, ...]]]]:
+                    progress: Callable[[], None] = lambda: None,
+                    chat: Any = None) -> dict[str, list[tuple[Any, tuple[int, ...]]]]:
     """Play ``controller`` on eval seeds ``0 .. episodes - 1``: ``"clean"``, and ``"attacked"`` when
     ``adversary == "random"``. Returns each setting's ``(EpisodeRecord, adversaries)`` per episode
-    (the adversaries read from the env after the episode: the controller never sees them)."""
+    (the adversaries read from the env after the episode: the controller never sees them); the
+    tokens and calls of the controller's own LLM (``chat``) are added to each episode's."""
     from controllers.base import play_episode
     from topo_env.orchestrator import OrchestratorEnv
 
@@ -142,7 +170,11 @@ def evaluate_method(controller: Any, config: EnvConfig, episodes: int, adversary
         try:
             played[label] = []
             for k in range(episodes):
+                before = (chat.tokens, chat.calls) if chat is not None else (0, 0)
                 record = play_episode(env, controller, k, {"split": "eval"})
+                if chat is not None:
+                    record = replace(record, tokens=record.tokens + chat.tokens - before[0],
+                                     calls=record.calls + chat.calls - before[1])
                 played[label].append((record, tuple(env.episode.adversaries)))
                 progress()
         finally:
@@ -200,12 +232,14 @@ def leaderboard(profile: str, methods: Sequence[str], seeds: Sequence[int], epis
         for seed in seeds:
             for name in methods:
                 bar.set_postfix_str(f"seed {seed}: {name}")
-                controller, cfg, budget = build_method(name, config, seed, out_dir)
+                controller, cfg, budget, chat = build_method(name, config, seed, out_dir)
                 budget = train_episodes.get(name, budget)
                 t0 = time.perf_counter()
                 spent = fit_counted(controller, lambda mode, cfg=cfg: OrchestratorEnv(cfg, mode=mode), budget, seed)
                 seconds = time.perf_counter() - t0
-                played = evaluate_method(controller, cfg, episodes, adversary, lambda: bar.update(1))
+                played = evaluate_method(controller, cfg, episodes, adversary, lambda: bar.update(1), chat)
+                if chat is not None:
+                    chat.close()
                 per_method[name][seed] = summarize_run(played, spent, seconds)
     return {"profile": profile, "adversary": adversary, "seeds": list(seeds), "episodes": episodes,
             "env": config.to_dict(), "seconds": time.perf_counter() - started,
@@ -271,8 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default 0 1 2)")
     parser.add_argument("--episodes", type=int, default=DEFAULT_EPISODES,
                         help=f"held-out episodes per seed and setting (default {DEFAULT_EPISODES})")
-    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS), metavar="METHOD",
-                        help=f"methods to compare (default all: {' '.join(METHODS)})")
+    parser.add_argument("--methods", nargs="+", choices=ALL_METHODS, default=None, metavar="METHOD",
+                        help=f"methods to compare (default: {' '.join(METHODS)}, and with backend: llm also "
+                             f"{' '.join(LLM_WRITTEN)})")
     parser.add_argument("--train-episodes", nargs="*", default=[], metavar="NAME=E",
                         help="training episodes of a learned method instead of its module's TRAIN_EPISODES")
     parser.add_argument("--config", default=None, help="YAML with an env section (default configs/default.yaml); "
@@ -289,7 +324,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ConfigError(f"--episodes {args.episodes}: give at least 1")
     budgets = parse_budgets(args.train_episodes)
     out_dir = Path(args.out)
-    result = leaderboard(args.profile, args.methods, args.seeds, args.episodes, args.adversary, args.config, out_dir,
+    methods = args.methods
+    if methods is None:
+        llm = env_config(args.profile, args.config).backend.kind == "llm"
+        methods = list(ALL_METHODS if llm else METHODS)
+    result = leaderboard(args.profile, methods, args.seeds, args.episodes, args.adversary, args.config, out_dir,
                          budgets, progress=not args.no_progress)
     (out_dir / "leaderboard.json").write_text(json.dumps(result, indent=2))
     picture = write_pareto(result, out_dir / "pareto.png")
