@@ -155,6 +155,9 @@ def test_leaderboard_scores_every_method_on_the_same_episodes(tmp_path, capsys):
     assert run["drop"] == pytest.approx(run["accuracy"] - accuracy)
     assert 0.0 < full["drop"]["mean"] < 1.0
     assert full["adversary_out_degree"]["mean"] == pytest.approx(2.0)
+    assert solo["reward_minus_reference"] == {"mean": 0.0, "se": 0.0} and result["reference"] == "solo"
+    versus = full["reward_minus_reference"]
+    assert versus["mean"] == pytest.approx(full["reward"]["mean"] - solo["reward"]["mean"]) and versus["se"] > 0
     table = format_leaderboard(result)
     assert table.splitlines()[3].split()[0] in {"solo", "full", "random"} and "simulated team" in table
 

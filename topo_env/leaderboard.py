@@ -68,6 +68,8 @@ DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml
 DEFAULT_EPISODES = 1000
 FIGURES = ("accuracy", "tokens_per_task", "reward", "density", "rounds", "calls_per_task", "train_episodes",
            "train_calls", "drop", "adversary_out_degree", "honest_out_degree")
+REFERENCE = "solo"
+"""The method every other is compared with, episode by episode (``reward_minus_reference``)."""
 
 
 @dataclass
@@ -204,6 +206,15 @@ def summarize_run(played: dict[str, list], spent: Any, seconds: float) -> Method
     return run
 
 
+def paired_versus(rewards: dict[int, np.ndarray], reference: dict[int, np.ndarray]) -> dict[str, float]:
+    """Reward minus the reference's on the same episodes: per episode the difference averaged over
+    seeds, then its mean and the standard error over the episodes (which holds both the seeds' and
+    the episodes' noise: every seed plays the same held-out episodes)."""
+    seeds = sorted(rewards)
+    d = np.mean([rewards[s] - reference[s] for s in seeds], axis=0)
+    return {"mean": float(d.mean()), "se": standard_error(d)}
+
+
 def aggregate(runs: dict[int, MethodRun]) -> dict[str, Any]:
     """Mean and standard error over seeds of every figure, and the per-seed runs."""
     out: dict[str, Any] = {}
@@ -226,6 +237,8 @@ def leaderboard(profile: str, methods: Sequence[str], seeds: Sequence[int], epis
     config = env_config(profile, config_path)
     out_dir.mkdir(parents=True, exist_ok=True)
     per_method: dict[str, dict[int, MethodRun]] = {m: {} for m in methods}
+    rewards: dict[str, dict[int, np.ndarray]] = {m: {} for m in methods}  # per-episode, clean
+    drops: dict[str, dict[int, np.ndarray]] = {m: {} for m in methods}  # per-episode accuracy, clean - attacked
     total = len(methods) * len(seeds) * episodes * (2 if adversary == "random" else 1)
     started = time.perf_counter()
     with tqdm(total=total, desc="leaderboard", unit="episode", disable=not progress, file=sys.stderr) as bar:
@@ -241,9 +254,20 @@ def leaderboard(profile: str, methods: Sequence[str], seeds: Sequence[int], epis
                 if chat is not None:
                     chat.close()
                 per_method[name][seed] = summarize_run(played, spent, seconds)
+                rewards[name][seed] = np.array([r.reward for r, _ in played["clean"]])
+                if "attacked" in played:
+                    drops[name][seed] = np.array([c.accuracy - a.accuracy
+                                                  for (c, _), (a, _) in zip(played["clean"], played["attacked"])])
+    table = {name: aggregate(runs) for name, runs in per_method.items()}
+    for name in methods:
+        if drops[name]:  # the drop's SE over the episodes of the seed-averaged per-episode drop
+            table[name]["drop"] = paired_versus(drops[name], {s: np.zeros_like(d) for s, d in drops[name].items()})
+    if REFERENCE in rewards:
+        for name in methods:
+            table[name]["reward_minus_reference"] = paired_versus(rewards[name], rewards[REFERENCE])
     return {"profile": profile, "adversary": adversary, "seeds": list(seeds), "episodes": episodes,
-            "env": config.to_dict(), "seconds": time.perf_counter() - started,
-            "methods": {name: aggregate(runs) for name, runs in per_method.items()}}
+            "reference": REFERENCE if REFERENCE in rewards else None, "env": config.to_dict(),
+            "seconds": time.perf_counter() - started, "methods": table}
 
 
 def format_leaderboard(result: dict[str, Any]) -> str:
@@ -256,7 +280,10 @@ def format_leaderboard(result: dict[str, Any]) -> str:
     rows = []
     for name, m in sorted(result["methods"].items(), key=lambda kv: -kv[1]["reward"]["mean"]):
         row = {"method": name, "accuracy": cell(m["accuracy"], 100), "tokens/task": cell(m["tokens_per_task"], 1, 0),
-               "reward": cell(m["reward"], 1, 4), "density": cell(m["density"], 1, 2), "rounds": cell(m["rounds"], 1, 2),
+               "reward": cell(m["reward"], 1, 4)}
+        if result.get("reference"):
+            row[f"reward - {result['reference']}"] = cell(m["reward_minus_reference"], 1, 4)
+        row |= {"density": cell(m["density"], 1, 2), "rounds": cell(m["rounds"], 1, 2),
                "calls/task": cell(m["calls_per_task"], 1, 1), "train eps": f"{m['train_episodes']['mean']:.0f}",
                "train calls": f"{m['train_calls']['mean']:.0f}"}
         if result["adversary"] == "random":
@@ -267,7 +294,10 @@ def format_leaderboard(result: dict[str, Any]) -> str:
     seeds = " ".join(str(s) for s in result["seeds"])
     head = (f"leaderboard: profile {result['profile']}, {result['episodes']} held-out episodes per seed (the same "
             f"for every method), seeds {seeds}; mean (SE over seeds); accuracy and drop in points")
-    notes = ["drop: accuracy clean minus with one adversary at a random position, on the same episodes"
+    notes = [f"reward - {result['reference']}: on the same episodes, averaged over seeds (SE over episodes)"
+             if result.get("reference") else "",
+             "drop: accuracy clean minus with one adversary at a random position, on the same episodes, averaged over "
+             "seeds (SE over episodes)"
              if result["adversary"] == "random" else "",
              "adv/honest out: mean out-degree per round of the adversary and of the honest agents, attacked"
              if result["adversary"] == "random" else "",
