@@ -12,6 +12,8 @@ position. Prints, in accuracy points:
 - the same when the controller learns the position only after round 1 (the first round's joint
   action is the same for every position, the second may depend on it): the most a policy that
   identifies the adversary perfectly from round 1's outputs can reach;
+- how often round 1's outputs (every agent alone) name the adversary: the agent whose answer
+  differs from the two others' when they agree, else the most confident one (an observable rule);
 - the clean accuracy a policy may have at most for its drop to be at most half the fully
   connected team's: that attacked accuracy + half the fully connected team's drop.
 
@@ -24,7 +26,7 @@ import argparse
 import numpy as np
 
 from topo_env.baselines import open_loop_actions
-from topo_env.oracle import draw_samples, score_sequences, sequence_index
+from topo_env.oracle import draw_episodes, draw_samples, score_sequences, sequence_index
 from topo_env.sim.batch import BatchSimulator
 from topo_env.sim.profiles import get_profile
 
@@ -38,6 +40,22 @@ def sequence_accuracy(profile: str, adversary: int | None, samples: int, seed: i
                          adversarial_agents=() if adversary is None else (adversary,))
     tasks, noise = draw_samples(sim, samples, seed, "train")
     return score_sequences(sim, tasks, noise).sum(axis=1) / samples
+
+
+def identification_rate(profile: str, samples: int, seed: int) -> float:
+    """Share of episodes (one adversary at a random position, everyone solo in round 1) in which
+    the odd one out (else the most confident agent) after round 1 is the adversary."""
+    sim = BatchSimulator(get_profile(profile), AGENTS, ROUNDS, adversary_position="random", n_adversaries=1)
+    tasks, noise, adversaries = draw_episodes(sim, samples, seed, "eval")
+    solo = np.zeros((samples, AGENTS), dtype=np.int64)
+    state = sim.run_round(sim.initial_state(samples, adversaries), solo, tasks, noise)
+    label, conf = state.previous.label, state.previous.conf
+    guess = conf.argmax(axis=1)
+    for i in range(AGENTS):
+        j, k = (x for x in range(AGENTS) if x != i)
+        odd = (label[:, j] == label[:, k]) & (label[:, i] != label[:, j])
+        guess[odd] = i
+    return float((guess == adversaries.argmax(axis=1)).mean())
 
 
 def main() -> None:
@@ -67,6 +85,8 @@ def main() -> None:
     print(f"{'best clean accuracy of any sequence':<64}{best_clean:21.1f}")
     print(f"{'best attacked accuracy, adversary position known':<64}{best_attacked:21.1f}")
     print(f"{'best attacked accuracy, position known after round 1':<64}{known_after_round_1:21.1f}")
+    rate = identification_rate(args.profile, 20000, args.seed)
+    print(f"{'adversary named by round 1 (odd one out, else most confident), %':<64}{100 * rate:21.1f}")
     half = drop["fully_connected"] / 2
     print(f"{'most clean accuracy with a drop <= half the full team drop':<64}{best_attacked + half:21.1f}")
     print(f"{'  the same, position known after round 1':<64}{known_after_round_1 + half:21.1f}")
