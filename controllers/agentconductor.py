@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import gymnasium
@@ -71,7 +71,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from controllers.base import Controller, FitReport, graph_action, play_episode, train_seed
+from controllers.base import (Controller, FitReport, config_choice, config_flag, config_from_dict, config_integer,
+                              config_number, graph_action, play_episode, train_seed)
 from controllers.topology_language import (NODE_CAPS, CheckResult, build_prompt, check_plan, graph_term,
                                            plan_to_yaml)
 from topo_env.roles import ROLE_KINDS
@@ -109,34 +110,13 @@ class AgentConductorConfig:
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "AgentConductorConfig":
-        """A config from a dict of field values; unknown keys and bad values raise a ValueError."""
-        d = dict(d or {})
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"unknown AgentConductor config key {unknown[0]!r}: use one of {sorted(names)}")
-        cfg = cls(**d)
-        positive_ints = ("turns", "group_size", "tasks_per_update", "max_steps", "hidden")
-        for key in positive_ints:
-            value = getattr(cfg, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"AgentConductor config {key}={value!r}: must be a positive integer")
-        if cfg.group_size < 2:
-            raise ValueError(f"AgentConductor config group_size={cfg.group_size}: must be >= 2 (Eq. 8 normalises "
-                             "within a group)")
-        for key, low, high in (("lr", 0.0, math.inf), ("gamma", 0.0, 1.0), ("graph_weight", 0.0, math.inf)):
-            value = getattr(cfg, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or not low <= value <= high or (key == "lr" and value == 0):
-                raise ValueError(f"AgentConductor config {key}={value!r}: must be a number in "
-                                 f"{'(0, inf)' if key == 'lr' else f'[{low}, {high}]'}")
-            setattr(cfg, key, float(value))
-        if cfg.difficulty not in NODE_CAPS:
-            raise ValueError(f"AgentConductor config difficulty={cfg.difficulty!r}: must be one of {list(NODE_CAPS)}")
-        for key in ("second_turn_without_verdict", "greedy_eval"):
-            if not isinstance(getattr(cfg, key), bool):
-                raise ValueError(f"AgentConductor config {key}={getattr(cfg, key)!r}: must be true or false")
-        return cfg
+        """A config from a dict of field values; unknown keys and bad values raise a one-line ValueError."""
+        return config_from_dict(cls, d, "AgentConductor config", {
+            "turns": config_integer(1), "group_size": config_integer(2),  # Eq. 8 normalises within a group
+            "tasks_per_update": config_integer(1), "max_steps": config_integer(1), "hidden": config_integer(1),
+            "lr": config_number(0.0, low_open=True), "gamma": config_number(0.0, 1.0),
+            "graph_weight": config_number(0.0), "difficulty": config_choice(NODE_CAPS),
+            "second_turn_without_verdict": config_flag, "greedy_eval": config_flag})
 
     @property
     def n_max(self) -> int:

@@ -19,8 +19,11 @@ controller does with it.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
+import numbers
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import gymnasium
 import numpy as np
@@ -51,6 +54,70 @@ def graph_action(n_agents: int, adjacency: Any = None, active: Any = None, verif
     np.fill_diagonal(rec, 0)
     return {"adjacency": adj, "active": flags(active, (n,)), "verify": flags(verify, (n,)), "halt": int(bool(halt)),
             "recall": rec}
+
+
+_Config = TypeVar("_Config")
+
+
+def config_from_dict(cls: type[_Config], values: Mapping[str, Any] | None, label: str,
+                     checks: Mapping[str, Callable[[Any], Any]]) -> _Config:
+    """``cls(**values)`` for the dataclass ``cls``, each given key in ``checks`` replaced by
+    ``checks[key](value)``. A key that is no field of ``cls``, or a check's ValueError (its text: the
+    fix), raises a one-line ValueError ``"<label>: <key>=<value>; <fix>"``."""
+    d = dict(values or {})
+    names = sorted(f.name for f in dataclasses.fields(cls))
+    unknown = sorted(set(d) - set(names))
+    if unknown:
+        raise ValueError(f"unknown {label} key {unknown[0]!r}; set one of {names}")
+    for key, check in checks.items():
+        if key in d:
+            try:
+                d[key] = check(d[key])
+            except ValueError as fix:
+                raise ValueError(f"{label}: {key}={d[key]!r}; {fix}") from None
+    return cls(**d)
+
+
+def config_number(low: float = -math.inf, high: float = math.inf, low_open: bool = False,
+                  high_open: bool = False) -> Callable[[Any], float]:
+    """A check for :func:`config_from_dict`: a finite real (not a bool) in the range, as a float."""
+    def check(v: Any) -> float:
+        if (isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v)
+                or v < low or v > high or (low_open and v == low) or (high_open and v == high)):
+            if high == math.inf:
+                raise ValueError(f"set a finite number {'>' if low_open else '>='} {low}")
+            raise ValueError(f"set a number in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}")
+        return float(v)
+    return check
+
+
+def config_integer(low: int, allow_none: bool = False) -> Callable[[Any], int | None]:
+    """A check for :func:`config_from_dict`: an integer (not a bool) >= ``low`` as an int, or None if allowed."""
+    def check(v: Any) -> int | None:
+        if allow_none and v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < low:
+            raise ValueError(f"set an integer >= {low}{' or null' if allow_none else ''}")
+        return int(v)
+    return check
+
+
+def config_choice(options: Iterable[Any]) -> Callable[[Any], Any]:
+    """A check for :func:`config_from_dict`: one of ``options``."""
+    options = list(options)
+
+    def check(v: Any) -> Any:
+        if v not in options:
+            raise ValueError(f"set one of {options}")
+        return v
+    return check
+
+
+def config_flag(v: Any) -> bool:
+    """A check for :func:`config_from_dict`: a bool."""
+    if not isinstance(v, bool):
+        raise ValueError("set true or false")
+    return v
 
 
 @dataclass

@@ -52,17 +52,16 @@ Deviations from the paper (and why):
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-import numbers
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from controllers.base import Controller, graph_action
+from controllers.base import (Controller, config_flag, config_from_dict, config_integer, config_number,
+                              graph_action)
 from topo_env.encoders import TaskEncoder, make_encoder
 
 logger = logging.getLogger(__name__)
@@ -107,32 +106,9 @@ class DytopoConfig:
     def from_dict(cls, d: dict | None) -> "DytopoConfig":
         """A config from a mapping of the keys above; unknown keys and bad values raise a one-line
         ValueError naming the key and the fix."""
-        d = dict(d or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"dytopo config: unknown key {unknown[0]!r}; known keys: {sorted(known)}")
-        cfg = cls(**d)
-        cfg._check()
-        return cfg
-
-    def _check(self) -> None:
-        def number(key: str, low: float, high: float) -> None:
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not low <= float(v) <= high:
-                raise ValueError(f"dytopo config: {key}={v!r} must be a number in [{low}, {high}]")
-
-        def integer(key: str, low: int) -> None:
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or int(v) < low:
-                raise ValueError(f"dytopo config: {key}={v!r} must be an integer >= {low}")
-
-        number("tau", -1.0, 1.0)
-        integer("k_in", 1)
-        integer("t_max", 1)
-        number("halt_confidence", 0.0, 1.0)
-        if not isinstance(self.early_stop, bool):
-            raise ValueError(f"dytopo config: early_stop={self.early_stop!r} must be true or false")
+        return config_from_dict(cls, d, "dytopo config", {
+            "tau": config_number(-1.0, 1.0), "k_in": config_integer(1), "t_max": config_integer(1),
+            "early_stop": config_flag, "halt_confidence": config_number(0.0, 1.0)})
 
 
 # -- descriptors -------------------------------------------------------------------------

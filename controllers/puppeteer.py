@@ -63,7 +63,6 @@ and acts uniformly at random from the controller's generator, so an episode neve
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import numbers
@@ -76,7 +75,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from controllers.base import Controller, FitReport, train_seed
+from controllers.base import (Controller, FitReport, config_choice, config_from_dict, config_integer,
+                              config_number, train_seed)
 from topo_env.encoders import make_encoder
 
 logger = logging.getLogger(__name__)
@@ -114,55 +114,21 @@ class PuppeteerConfig:
     def from_dict(cls, d: dict | None) -> "PuppeteerConfig":
         """A config from a dict of field values; unknown keys or bad values raise a one-line
         ValueError naming the key and the fix."""
-        d = dict(d or {})
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"puppeteer config: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(names))}")
+        return config_from_dict(cls, d, "puppeteer config", {
+            "lam": config_number(0.0), "gamma": config_number(0.0, 1.0, low_open=True),
+            "token_scale": config_number(0.0, low_open=True), "lr": config_number(0.0, low_open=True),
+            "entropy_coef": config_number(0.0), "phi": config_integer(1, allow_none=True),
+            "episodes_per_update": config_integer(1), "outputs_embed_dim": config_integer(8),
+            "terminal_reward": config_choice(TERMINAL_REWARDS), "eval_policy": config_choice(EVAL_POLICIES),
+            "hidden": _hidden_widths})
 
-        def number(key: str, low: float, high: float = math.inf, low_open: bool = False) -> None:
-            if key not in d:
-                return
-            v = d[key]
-            bad = isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v))
-            if not bad:
-                v = float(v)
-                bad = v < low or v > high or (low_open and v == low)
-            if bad:
-                side = "(" if low_open else "["
-                raise ValueError(f"puppeteer config: {key}={d[key]!r}; set a number in {side}{low}, {high}]")
-            d[key] = v
 
-        def integer(key: str, low: int, allow_none: bool = False) -> None:
-            if key not in d or (allow_none and d[key] is None):
-                return
-            v = d[key]
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < low:
-                extra = " or null" if allow_none else ""
-                raise ValueError(f"puppeteer config: {key}={v!r}; set an integer >= {low}{extra}")
-            d[key] = int(v)
-
-        def choice(key: str, options: Sequence[str]) -> None:
-            if key in d and d[key] not in options:
-                raise ValueError(f"puppeteer config: {key}={d[key]!r}; set one of {list(options)}")
-
-        number("lam", 0.0)
-        number("gamma", 0.0, 1.0, low_open=True)
-        number("token_scale", 0.0, low_open=True)
-        number("lr", 0.0, low_open=True)
-        number("entropy_coef", 0.0)
-        integer("phi", 1, allow_none=True)
-        integer("episodes_per_update", 1)
-        integer("outputs_embed_dim", 8)
-        choice("terminal_reward", TERMINAL_REWARDS)
-        choice("eval_policy", EVAL_POLICIES)
-        if "hidden" in d:
-            h = d["hidden"]
-            if (not isinstance(h, (list, tuple)) or not h
-                    or any(isinstance(w, bool) or not isinstance(w, numbers.Integral) or w < 1 for w in h)):
-                raise ValueError(f"puppeteer config: hidden={h!r}; set a non-empty list of positive integers")
-            d["hidden"] = tuple(int(w) for w in h)
-        return cls(**d)
+def _hidden_widths(h: object) -> tuple[int, ...]:
+    """The ``hidden`` check: a non-empty list of positive integers, as a tuple."""
+    if (not isinstance(h, (list, tuple)) or not h
+            or any(isinstance(w, bool) or not isinstance(w, numbers.Integral) or w < 1 for w in h)):
+        raise ValueError("set a non-empty list of positive integers")
+    return tuple(int(w) for w in h)
 
 
 # -- Eq. 6 ------------------------------------------------------------------------------------

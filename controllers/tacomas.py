@@ -105,12 +105,13 @@ import json
 import logging
 import math
 from collections import deque
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from controllers.base import Controller, graph_action
+from controllers.base import (Controller, config_flag, config_from_dict, config_integer, config_number,
+                              graph_action)
 
 logger = logging.getLogger(__name__)
 
@@ -147,36 +148,13 @@ class TacoMASConfig:
     @classmethod
     def from_dict(cls, d: dict | None) -> "TacoMASConfig":
         """A config from a dict of field values; unknown keys and bad values raise a one-line ValueError."""
-        d = dict(d or {})
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"tacomas config: unknown key {unknown[0]!r}; known keys: {sorted(names)}")
-        positive_int = ("slow_interval", "death_window")
-        nonneg_int = ("max_birth_death_pairs", "max_edge_edits", "rebirth_after")
-        unit = ("tau", "death_threshold", "edge_margin")
-        for key, value in d.items():
-            if key in ("halt_on_success", "verify"):
-                if not isinstance(value, bool):
-                    raise ValueError(f"tacomas config: {key}={value!r} must be true or false")
-            elif key in positive_int + nonneg_int + ("leader",):
-                if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                    raise ValueError(f"tacomas config: {key}={value!r} must be an integer")
-                low = 1 if key in positive_int else (0 if key in nonneg_int else -1)
-                if value < low:
-                    raise ValueError(f"tacomas config: {key}={value!r} must be >= {low}")
-                d[key] = int(value)
-            else:  # eta and the [0, 1] values
-                if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
-                        or not math.isfinite(float(value)):
-                    raise ValueError(f"tacomas config: {key}={value!r} must be a finite number")
-                value = float(value)
-                if key == "eta" and value <= 0:
-                    raise ValueError(f"tacomas config: eta={value!r} must be > 0 (Eq. 2)")
-                if key in unit and not 0.0 <= value <= 1.0:
-                    raise ValueError(f"tacomas config: {key}={value!r} must lie in [0, 1]")
-                d[key] = value
-        return cls(**d)
+        unit = config_number(0.0, 1.0)
+        return config_from_dict(cls, d, "tacomas config", {
+            "eta": config_number(0.0, low_open=True),  # Eq. 2
+            "slow_interval": config_integer(1), "tau": unit, "max_birth_death_pairs": config_integer(0),
+            "max_edge_edits": config_integer(0), "death_threshold": unit, "death_window": config_integer(1),
+            "rebirth_after": config_integer(0), "edge_margin": unit, "halt_on_success": config_flag,
+            "verify": config_flag, "leader": config_integer(-1)})
 
 
 # -- the graph ---------------------------------------------------------------------------------
