@@ -62,8 +62,9 @@ _Config = TypeVar("_Config")
 def config_from_dict(cls: type[_Config], values: Mapping[str, Any] | None, label: str,
                      checks: Mapping[str, Callable[[Any], Any]]) -> _Config:
     """``cls(**values)`` for the dataclass ``cls``, each given key in ``checks`` replaced by
-    ``checks[key](value)``. A key that is no field of ``cls``, or a check's ValueError (its text: the
-    fix), raises a one-line ValueError ``"<label>: <key>=<value>; <fix>"``."""
+    ``checks[key](value)``. Raises a one-line ValueError: ``"unknown <label> key '<key>'; set one of
+    [<fields>]"`` for a key that is no field, ``"<label>: <key>=<value>; <fix>"`` where a check raised
+    ValueError(<fix>)."""
     d = dict(values or {})
     names = sorted(f.name for f in dataclasses.fields(cls))
     unknown = sorted(set(d) - set(names))
