@@ -34,6 +34,7 @@ from tqdm import tqdm
 
 from learners.buffer import EpisodeReplayBuffer
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
+from learners.distributed import RayRollouts, require_ray  # imports Ray only when train.ray is set
 from learners.evaluation import (QMIXPolicy, evaluate, layout_difference, load_checkpoint, paired_difference,
                                  references_apply, score_on_simulator)
 from learners.inflight import EpisodesInFlight, sibling_envs
@@ -56,7 +57,7 @@ from topo_env.plots import (draw_episodes, plot_action_distribution, plot_learni
 
 
 RESUME_OVERRIDABLE = frozenset({"train.token_budget", "train.call_budget", "train.eval_episodes", "train.checkpoint_every",
-                                "train.episodes_in_flight",
+                                "train.episodes_in_flight", "train.ray", "train.ray.address", "train.ray.workers", "train.sync_every",
                                 "train.references", "env.backend.base_url", "env.backend.timeout_s",
                                 "env.backend.max_retries", "env.backend.backoff_s", "env.backend.max_concurrency"})
 """Keys that ``--set`` may change on ``--resume``: budgets and reporting, and where and how patiently
@@ -217,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
         cfg = dataclasses.replace(cfg, learner=dataclasses.replace(cfg.learner, **spans))
         out_dir = Path(args.out or f"runs/qmix-{setting_name(cfg)}-seed{cfg.train.seed}")
         checkpoint = None
+    require_ray(cfg)
+    if cfg.train.ray is not None and args.trace_out:
+        raise ConfigError("--trace-out with train.ray: the Ray workers record no traces; drop one of them")
     out_dir.mkdir(parents=True, exist_ok=True)
     seed, n, rounds = cfg.train.seed, cfg.env.n_agents, cfg.env.rounds
     torch.set_num_threads(cfg.learner.torch_threads)
@@ -278,7 +282,6 @@ def main(argv: list[str] | None = None) -> int:
         if checkpoint is not None else {"tokens": 0, "calls": 0}
     overshoot = 0  # episodes in flight when a budget was reached (they finish: their tokens and calls are spent)
     committed, untouched = start, True  # untouched: learner and replay hold exactly `committed` episodes
-    rollouts = EpisodesInFlight(train_envs)
     eval_seed = seed + EVAL_SEED_OFFSET
     held_out_curve: list[dict] = list(checkpoint.get("held_out_curve", [])) if checkpoint is not None else []
 
@@ -307,7 +310,12 @@ def main(argv: list[str] | None = None) -> int:
                            deviation_rank_decay=cfg.learner.deviation_rank_decay, policy_version=committed,
                            topology_explore=cfg.learner.topology_explore)
 
-    played = rollouts.play(range(start, cfg.train.episodes), launch)  # episodes in index order
+    if cfg.train.ray is None:
+        rollouts = EpisodesInFlight(train_envs)
+        played = rollouts.play(range(start, cfg.train.episodes), launch)  # episodes in index order
+    else:  # W Ray workers, K in flight each, weights shipped every train.sync_every episodes (learners.distributed)
+        rollouts = RayRollouts(cfg, weights=learner.agent.state_dict)
+        played = rollouts.play(range(start, cfg.train.episodes), start_version=start)  # also in index order
     try:
         for episode, (record, stats) in played:
             untouched = False

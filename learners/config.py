@@ -143,6 +143,45 @@ class LearnerConfig:
 
 
 @dataclass(frozen=True)
+class RayConfig:
+    """``train.ray``: rollouts on W Ray workers (:mod:`learners.distributed`; ``pip install
+    'topomarl[distributed]'``).
+
+    Attributes:
+        address: "local" starts a Ray cluster on this machine for the run; "auto" joins the
+            running cluster (``ray start --head`` here, ``ray start --address=...`` on the other
+            machines); a ``host:port`` or ``ray://host:port`` address joins that cluster.
+        workers: W, the rollout workers (Ray actors), each with its own env, backend client and
+            ``train.episodes_in_flight`` episodes in flight.
+    """
+
+    address: str = "local"
+    workers: int = 2
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.address, str) or not (self.address in ("auto", "local") or ":" in self.address):
+            raise ConfigError(f"train.ray.address={self.address!r}: must be 'auto', 'local' or a cluster address "
+                              "(host:port, ray://host:port)")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, numbers.Integral) or self.workers < 1:
+            raise ConfigError(f"train.ray.workers={self.workers!r}: must be an integer >= 1")
+        object.__setattr__(self, "workers", int(self.workers))
+
+    @classmethod
+    def parse(cls, value: Any) -> "RayConfig | None":
+        """``train.ray`` as written: None (no Ray), a mapping of the keys above, or a RayConfig."""
+        if value is None or isinstance(value, RayConfig):
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(f"train.ray={value!r}: must be a mapping such as {{address: local, workers: 2}}, "
+                              "or null (no Ray)")
+        known = {f.name for f in dataclasses.fields(cls)}
+        bad = sorted(set(value) - known)
+        if bad:
+            raise ConfigError(f"unknown train.ray key(s) {bad}; known keys: {sorted(known)}")
+        return cls(**value)
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """The run: how long, how it is seeded, logged, checkpointed and evaluated.
 
@@ -182,6 +221,16 @@ class TrainConfig:
             Ctrl-C stops let the episodes already in flight finish (at most K - 1 more). A run
             resumed with K > 1 restarts the pipeline (its first K episodes share one policy
             version), so only K = 1 resumes into exactly the uninterrupted run.
+        ray: None (the default: rollouts in this process), or ``{address: local | auto, workers:
+            W}`` (:class:`RayConfig`): W rollout workers as Ray actors, each with K episodes in
+            flight, feed this process's learner (:mod:`learners.distributed`). Episode j's task,
+            noise and exploration are the single-process run's; batch b of K consecutive episodes
+            is launched once batch b - W is committed, so a run is deterministic for given K, W
+            and ``sync_every``. A worker that dies is restarted and its unfinished episodes re-run.
+        sync_every: with ``ray``, the learner ships its weights to the workers every this many
+            committed episodes (one snapshot each time); an episode is played with the latest
+            snapshot at its launch and stores its version. Without ``ray`` episodes take the
+            weights of their launch (as with ``sync_every`` 1).
     """
 
     episodes: int = 2000
@@ -199,10 +248,13 @@ class TrainConfig:
     validate_every: int = 0
     validate_episodes: int = 1000
     episodes_in_flight: int = 1
+    ray: RayConfig | None = None
+    sync_every: int = 1
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "ray", RayConfig.parse(self.ray))
         for key in ("episodes", "eval_episodes", "checkpoint_every", "log_every", "validate_episodes",
-                    "episodes_in_flight", "curve_episodes"):
+                    "episodes_in_flight", "curve_episodes", "sync_every"):
             _check_int(self, key, 1)
         for key in ("seed", "warmup_episodes", "token_budget", "call_budget", "validate_every", "curve_every"):
             _check_int(self, key, 0)
