@@ -273,7 +273,7 @@ class AgentConductorController(Controller):
 
     def _write_learned(self, features: np.ndarray) -> PlanChoice:
         policy = self._ensure_policy(len(features) - FEEDBACK_DIM)
-        s, n = self.config.max_steps, self.n_agents
+        s = self.config.max_steps
         with torch.no_grad():
             steps_logits, member_logits, ref_logits = policy(torch.as_tensor(features, dtype=torch.float32)[None])
             if self._sampling or not self.config.greedy_eval:

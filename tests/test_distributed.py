@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import train_qmix
+from run_checks import assert_same_learner_and_replay
 from learners.config import load_experiment
 from topo_env.config import ConfigError
 from topo_env.env import TopologyParallelEnv
@@ -55,16 +56,6 @@ def checkpoint(out: Path) -> dict:
 
 def held_out_reward(out: Path) -> float:
     return train_qmix.json.loads((out / "results.json").read_text())["eval"]["qmix"]["reward"]
-
-
-def assert_same_learner_and_replay(a: dict, b: dict) -> None:
-    assert a["episode"] == b["episode"] and a["learner"]["updates"] == b["learner"]["updates"]
-    for part in ("agent", "mixer", "target_agent", "target_mixer"):
-        for name, tensor in a["learner"][part].items():
-            assert torch.equal(tensor, b["learner"][part][name]), f"{part}.{name} differs"
-    for name, values in a["buffer"]["data"].items():
-        assert np.array_equal(values, b["buffer"]["data"][name]), f"replay {name} differs"
-    assert np.array_equal(a["buffer"]["policy_version"], b["buffer"]["policy_version"])
 
 
 @pytest.fixture(scope="module")

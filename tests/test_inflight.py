@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import train_qmix
+from run_checks import assert_same_learner_and_replay
 import topo_env.env as env_module
 from fake_openai_server import FakeOpenAIServer
 from learners.agent_network import AgentQNetwork
@@ -47,16 +48,6 @@ def train(out, *extra: str, **settings) -> int:
 
 def checkpoint(out) -> dict:
     return torch.load(out / "checkpoint.pt", weights_only=False)
-
-
-def assert_same_learner_and_replay(a: dict, b: dict) -> None:
-    assert a["episode"] == b["episode"] and a["learner"]["updates"] == b["learner"]["updates"]
-    for part in ("agent", "mixer", "target_agent", "target_mixer"):
-        for name, tensor in a["learner"][part].items():
-            assert torch.equal(tensor, b["learner"][part][name]), f"{part}.{name} differs"
-    for name, values in a["buffer"]["data"].items():
-        assert np.array_equal(values, b["buffer"]["data"][name]), f"replay {name} differs"
-    assert np.array_equal(a["buffer"]["policy_version"], b["buffer"]["policy_version"])
 
 
 class DelayedBackend:
