@@ -19,6 +19,7 @@ controller does with it.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import numbers
@@ -138,6 +139,16 @@ class Controller:
     name: str = "controller"
     mode: str = "graph"  # or "next_agent"
     trainable: bool = False
+    online: bool = False  # adapts over the stream of episodes it plays (TacoMAS): plays them one at a time
+
+    def shared(self) -> tuple:
+        """Objects that copies of this controller (:meth:`copy`) share rather than duplicate, such
+        as a large text encoder."""
+        return ()
+
+    def copy(self) -> "Controller":
+        """An independent copy for another episode in flight (sharing :meth:`shared`)."""
+        return copy.deepcopy(self, {id(o): o for o in self.shared()})
 
     def begin(self, observation: dict, info: dict) -> None:
         """A new episode (task) starts; ``observation`` / ``info`` are ``env.reset``'s."""
@@ -177,27 +188,52 @@ class EpisodeRecord:
     out_degree: tuple[float, ...]
 
 
+class _Tally:
+    """What :class:`EpisodeRecord` sums over an episode's steps."""
+
+    def __init__(self):
+        self.ret, self.calls, self.density, self.out_degrees = 0.0, 1, [], []  # calls: the decision node's
+
+    def add(self, reward: float, info: dict) -> None:
+        self.ret += float(reward)
+        step_calls = int(np.sum(info["calls"]))
+        self.calls += step_calls
+        if step_calls:
+            self.density.append(float(info["density"]))
+            self.out_degrees.append(np.asarray(info["out_degree"], dtype=float))
+
+    def record(self, info: dict) -> EpisodeRecord:
+        n = len(info["calls"])
+        degrees = np.mean(self.out_degrees, axis=0) if self.out_degrees else np.zeros(n)
+        return EpisodeRecord(reward=self.ret, accuracy=float(info["accuracy"]), tokens=int(info["team_tokens"]),
+                             calls=self.calls, rounds=len(self.density),
+                             density=float(np.mean(self.density)) if self.density else 0.0,
+                             out_degree=tuple(float(d) for d in degrees))
+
+
 def play_episode(env: gymnasium.Env, controller: Controller, seed: int, options: dict | None = None) -> EpisodeRecord:
     """Play one episode of ``controller`` on ``env`` from ``env.reset(seed=seed, options=options)``."""
     observation, info = env.reset(seed=seed, options=options)
     controller.begin(observation, info)
-    ret, calls, density, out_degrees = 0.0, 1, [], []  # calls: the decision node's
-    done = False
+    tally, done = _Tally(), False
     while not done:
-        action = controller.act(observation, info)
-        observation, reward, done, _, info = env.step(action)
-        ret += float(reward)
-        step_calls = int(np.sum(info["calls"]))
-        calls += step_calls
-        if step_calls:
-            density.append(float(info["density"]))
-            out_degrees.append(np.asarray(info["out_degree"], dtype=float))
+        observation, reward, done, _, info = env.step(controller.act(observation, info))
+        tally.add(reward, info)
     controller.end(observation, float(reward), info)
-    n = len(info["calls"])
-    degrees = np.mean(out_degrees, axis=0) if out_degrees else np.zeros(n)
-    return EpisodeRecord(reward=ret, accuracy=float(info["accuracy"]), tokens=int(info["team_tokens"]), calls=calls,
-                         rounds=len(density), density=float(np.mean(density)) if density else 0.0,
-                         out_degree=tuple(float(d) for d in degrees))
+    return tally.record(info)
+
+
+async def aplay_episode(env: Any, controller: Controller, seed: int, options: dict | None = None) -> EpisodeRecord:
+    """:func:`play_episode` as a coroutine on an orchestrator env's ``astep``: several episodes
+    (one env and one controller copy each) then share one event loop and one LLM server."""
+    observation, info = env.reset(seed=seed, options=options)
+    controller.begin(observation, info)
+    tally, done = _Tally(), False
+    while not done:
+        observation, reward, done, _, info = await env.astep(controller.act(observation, info))
+        tally.add(reward, info)
+    controller.end(observation, float(reward), info)
+    return tally.record(info)
 
 
 class CallCounter(gymnasium.Wrapper):

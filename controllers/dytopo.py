@@ -227,6 +227,10 @@ class DytopoController(Controller):
         self.encoder = encoder if encoder is not None else make_encoder("minilm")
         self.trace: list[dict[str, Any]] = []
 
+    def shared(self) -> tuple:
+        """Copies for episodes in flight share the MiniLM encoder (and its cache)."""
+        return (self.encoder,)
+
     def begin(self, observation: dict, info: dict) -> None:
         self.trace = []
 

@@ -638,6 +638,7 @@ class TacoMASController(Controller):
     name = "tacomas"
     mode = "graph"
     trainable = False
+    online = True  # the graph, alive set and weights evolve over the stream: one episode at a time
 
     def __init__(self, n_agents: int, rounds: int, seed: int, config: TacoMASConfig | None = None,
                  propose: Callable[[str], str] | None = None):

@@ -1,8 +1,13 @@
-"""Checks shared by the tests that compare whole training runs (in flight, on Ray workers)."""
+"""Checks and a test backend shared by the tests that compare runs (in flight, on Ray workers, the leaderboard)."""
 from __future__ import annotations
+
+import asyncio
+import random
 
 import numpy as np
 import torch
+
+from topo_env.backends import make_backend
 
 
 def assert_same_learner_and_replay(a: dict, b: dict) -> None:
@@ -15,3 +20,33 @@ def assert_same_learner_and_replay(a: dict, b: dict) -> None:
     for name, values in a["buffer"]["data"].items():
         assert np.array_equal(values, b["buffer"]["data"][name]), f"replay {name} differs"
     assert np.array_equal(a["buffer"]["policy_version"], b["buffer"]["policy_version"])
+
+
+class DelayedBackend:
+    """A simulated team whose calls each wait a random few milliseconds (drawn from ``delays``),
+    so that episodes in flight complete in an order set by ``delays``, not by their index;
+    ``finished`` records the tasks in completion order."""
+
+    concurrent = True
+
+    def __init__(self, config, delays: random.Random, finished: list):
+        self.config, self.inner, self.delays, self.finished = config, make_backend(config), delays, finished
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def sibling(self) -> "DelayedBackend":
+        return DelayedBackend(self.config, self.delays, self.finished)
+
+    async def call_agent(self, call):
+        await asyncio.sleep(self.delays.uniform(0.0, 0.003))
+        return await self.inner.call_agent(call)
+
+    async def verify(self, call, reply, phase_index):
+        return await self.inner.verify(call, reply, phase_index)
+
+    async def decide(self, task, finals):
+        await asyncio.sleep(self.delays.uniform(0.0, 0.003))
+        decision = await self.inner.decide(task, finals)
+        self.finished.append(task.id)
+        return decision

@@ -178,3 +178,25 @@ def test_leaderboard_trains_qmix_with_train_qmix(tmp_path):
     run = result["methods"]["qmix"]["seeds"]["0"]
     assert run["train_episodes"] == 40 and run["train_calls"] >= 40 * 7
     assert (tmp_path / "qmix_seed0" / "checkpoint.pt").is_file()
+
+
+def test_leaderboard_in_flight_scores_the_sequential_episodes(tmp_path, monkeypatch):
+    """K = 4 held-out episodes at once on a team whose calls take random times: the episodes
+    complete out of order, and every deterministic method's figures equal the sequential run's."""
+    import random
+
+    import topo_env.orchestrator as orchestrator_module
+    from run_checks import DelayedBackend
+
+    finished, delays = [], random.Random(5)
+    monkeypatch.setattr(orchestrator_module, "make_backend", lambda config: DelayedBackend(config, delays, finished))
+    methods = ["solo", "chain", "dytopo", "agentconductor"]
+    runs = [leaderboard("mmlu_pro", methods, seeds=[0], episodes=12, adversary="random", config_path=None,
+                        out_dir=tmp_path / f"k{k}", train_episodes={"agentconductor": 0}, progress=False, in_flight=k)
+            for k in (1, 4)]
+    sequential, in_flight = (r["methods"] for r in runs)
+    for name in methods:
+        a, b = (dict(r[name]["seeds"]["0"], train_seconds=0) for r in (in_flight, sequential))
+        assert a == b, name
+    tasks = len(finished) // 2  # the sequential run's decisions, then the in-flight run's
+    assert finished[:tasks] != finished[tasks:] and sorted(finished[:tasks]) == sorted(finished[tasks:])

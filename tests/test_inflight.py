@@ -4,7 +4,6 @@ sees, every stored episode carries its policy version, the token budget stops ex
 evaluation with K > 1 gives the sequential evaluation's episodes."""
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import random
@@ -14,7 +13,7 @@ import pytest
 import torch
 
 import train_qmix
-from run_checks import assert_same_learner_and_replay
+from run_checks import DelayedBackend, assert_same_learner_and_replay
 import topo_env.env as env_module
 from fake_openai_server import FakeOpenAIServer
 from learners.agent_network import AgentQNetwork
@@ -26,7 +25,6 @@ from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner
 from learners.schedules import epsilon_at, lr_at
 from topo_env.actions import N_ACTIONS
-from topo_env.backends import make_backend
 from topo_env.baselines import make_baseline
 from topo_env.config import ConfigError
 from topo_env.env import TopologyParallelEnv
@@ -48,36 +46,6 @@ def train(out, *extra: str, **settings) -> int:
 
 def checkpoint(out) -> dict:
     return torch.load(out / "checkpoint.pt", weights_only=False)
-
-
-class DelayedBackend:
-    """A simulated team whose calls each wait a random few milliseconds (drawn from ``delays``),
-    so that episodes in flight complete in an order set by ``delays``, not by their index;
-    ``finished`` records the tasks in completion order."""
-
-    concurrent = True
-
-    def __init__(self, config, delays: random.Random, finished: list):
-        self.config, self.inner, self.delays, self.finished = config, make_backend(config), delays, finished
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def sibling(self) -> "DelayedBackend":
-        return DelayedBackend(self.config, self.delays, self.finished)
-
-    async def call_agent(self, call):
-        await asyncio.sleep(self.delays.uniform(0.0, 0.003))
-        return await self.inner.call_agent(call)
-
-    async def verify(self, call, reply, phase_index):
-        return await self.inner.verify(call, reply, phase_index)
-
-    async def decide(self, task, finals):
-        await asyncio.sleep(self.delays.uniform(0.0, 0.003))
-        decision = await self.inner.decide(task, finals)
-        self.finished.append(task.id)
-        return decision
 
 
 def delayed_backends(monkeypatch, seed: int) -> list:

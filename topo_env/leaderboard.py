@@ -105,6 +105,17 @@ def env_config(profile: str, config_path: str | Path | None) -> EnvConfig:
     return config if sets_rounds else replace(config, rounds=default_rounds(config.profile))
 
 
+def config_in_flight(config_path: str | Path | None) -> int:
+    """The YAML's ``train.episodes_in_flight`` (1 without a config or the key)."""
+    if not config_path or not Path(config_path).is_file():
+        return 1
+    train = (yaml.safe_load(Path(config_path).read_text()) or {}).get("train") or {}
+    value = train.get("episodes_in_flight", 1)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"train.episodes_in_flight={value!r} in {config_path}: give an integer >= 1")
+    return value
+
+
 def method_module(name: str):
     """The controller module of a learned method (ImportError names the missing extra)."""
     return importlib.import_module(LEARNED_METHODS[name])
@@ -151,12 +162,14 @@ def build_llm_written(name: str, config: EnvConfig, seed: int) -> tuple[Any, Env
 
 
 def evaluate_method(controller: Any, config: EnvConfig, episodes: int, adversary: str,
-                    progress: Callable[[], None] = lambda: None,
-                    chat: Any = None) -> dict[str, list[tuple[Any, tuple[int, ...]]]]:
+                    progress: Callable[[], None] = lambda: None, chat: Any = None,
+                    in_flight: int = 1) -> dict[str, list[tuple[Any, tuple[int, ...]]]]:
     """Play ``controller`` on eval seeds ``0 .. episodes - 1``: ``"clean"``, and ``"attacked"`` when
     ``adversary == "random"``. Returns each setting's ``(EpisodeRecord, adversaries)`` per episode
     (the adversaries read from the env after the episode: the controller never sees them); the
-    tokens and calls of the controller's own LLM (``chat``) are added to each episode's."""
+    tokens and calls of the controller's own LLM (``chat``) are added to each episode's. With
+    ``in_flight`` K > 1, K episodes at a time (:func:`play_in_flight`), except for online methods
+    and those that prompt their own LLM, which play one at a time."""
     from controllers.base import play_episode
     from topo_env.orchestrator import OrchestratorEnv
 
@@ -169,6 +182,12 @@ def evaluate_method(controller: Any, config: EnvConfig, episodes: int, adversary
     for label, cfg in settings:
         controller.load_state_dict(trained)  # online methods start each evaluation from the trained state
         env = OrchestratorEnv(cfg, mode=controller.mode)
+        if in_flight > 1 and not controller.online and chat is None:
+            try:
+                played[label] = play_in_flight(env, controller, episodes, in_flight, progress)
+            finally:
+                env.close()
+            continue
         try:
             played[label] = []
             for k in range(episodes):
@@ -181,6 +200,33 @@ def evaluate_method(controller: Any, config: EnvConfig, episodes: int, adversary
                 progress()
         finally:
             env.close()
+    return played
+
+
+def play_in_flight(env: Any, controller: Any, episodes: int, k: int,
+                   progress: Callable[[], None]) -> list[tuple[Any, tuple[int, ...]]]:
+    """Eval seeds ``0 .. episodes - 1`` played K at a time on ``env`` and K - 1 siblings (one
+    shared LLM client), each with its own copy of ``controller``, handed back in seed order
+    (:class:`learners.inflight.EpisodesInFlight`). An episode's task, noise and adversaries do not
+    depend on K; a controller that draws at random draws from its copy's generator."""
+    from controllers.base import aplay_episode
+    from learners.inflight import EpisodesInFlight
+
+    envs = [env] + [env.sibling() for _ in range(k - 1)]
+    copies = [controller] + [controller.copy() for _ in range(k - 1)]
+
+    async def episode(slot_env: Any, slot: int, seed: int):
+        record = await aplay_episode(slot_env, copies[slot], seed, {"split": "eval"})
+        return record, tuple(slot_env.episode.adversaries)
+
+    played = []
+    try:
+        for _, result in EpisodesInFlight(envs).play(range(episodes), episode):
+            played.append(result)
+            progress()
+    finally:
+        for sibling in envs[1:]:
+            sibling.close()
     return played
 
 
@@ -227,7 +273,7 @@ def aggregate(runs: dict[int, MethodRun]) -> dict[str, Any]:
 
 def leaderboard(profile: str, methods: Sequence[str], seeds: Sequence[int], episodes: int, adversary: str,
                 config_path: str | Path | None, out_dir: Path, train_episodes: dict[str, int],
-                progress: bool = True) -> dict[str, Any]:
+                progress: bool = True, in_flight: int = 1) -> dict[str, Any]:
     """Train and score every method on every seed (see the module docstring); returns the JSON."""
     from tqdm import tqdm
 
@@ -250,7 +296,7 @@ def leaderboard(profile: str, methods: Sequence[str], seeds: Sequence[int], epis
                 t0 = time.perf_counter()
                 spent = fit_counted(controller, lambda mode, cfg=cfg: OrchestratorEnv(cfg, mode=mode), budget, seed)
                 seconds = time.perf_counter() - t0
-                played = evaluate_method(controller, cfg, episodes, adversary, lambda: bar.update(1), chat)
+                played = evaluate_method(controller, cfg, episodes, adversary, lambda: bar.update(1), chat, in_flight)
                 if chat is not None:
                     chat.close()
                 per_method[name][seed] = summarize_run(played, spent, seconds)
@@ -340,6 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
                              f"{' '.join(LLM_WRITTEN)})")
     parser.add_argument("--train-episodes", nargs="*", default=[], metavar="NAME=E",
                         help="training episodes of a learned method instead of its module's TRAIN_EPISODES")
+    parser.add_argument("--episodes-in-flight", type=int, default=None, metavar="K",
+                        help="held-out episodes played at once against the team's server (default: the config's "
+                             "train.episodes_in_flight, else 1; e.g. 16 for an LLM server)")
     parser.add_argument("--config", default=None, help="YAML with an env section (default configs/default.yaml); "
                                                        "backend: llm runs on a real team")
     parser.add_argument("--out", default="runs/leaderboard", help="where leaderboard.json, pareto.png and QMIX runs go")
@@ -358,8 +407,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if methods is None:
         llm = env_config(args.profile, args.config).backend.kind == "llm"
         methods = list(ALL_METHODS if llm else METHODS)
+    in_flight = args.episodes_in_flight if args.episodes_in_flight is not None else config_in_flight(args.config)
+    if in_flight < 1:
+        raise ConfigError(f"--episodes-in-flight {in_flight}: give at least 1")
     result = leaderboard(args.profile, methods, args.seeds, args.episodes, args.adversary, args.config, out_dir,
-                         budgets, progress=not args.no_progress)
+                         budgets, progress=not args.no_progress, in_flight=in_flight)
     (out_dir / "leaderboard.json").write_text(json.dumps(result, indent=2))
     picture = write_pareto(result, out_dir / "pareto.png")
     print(format_leaderboard(result))

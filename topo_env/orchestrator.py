@@ -53,7 +53,7 @@ import numpy as np
 from gymnasium import spaces
 
 from topo_env.backend import TeamBackend
-from topo_env.backends import make_backend
+from topo_env.backends import make_backend, sibling_backend
 from topo_env.config import ConfigError, EnvConfig
 from topo_env.encoders import make_encoder
 from topo_env.engine import RewardConfig, RoundSpec, TeamEpisode, as_flags, episode_transcript
@@ -121,7 +121,18 @@ class OrchestratorEnv(EngineFrontEnd, gymnasium.Env):
         zeros = [0] * n
         return self._observation(), self._info(zeros, zeros, halted=False)
 
+    def sibling(self) -> "OrchestratorEnv":
+        """Another env of the same config and mode for another episode in flight: its own backend
+        (its own episode state) sharing this one's connections (one LLM client and its
+        concurrency limit)."""
+        return OrchestratorEnv(self.config, self.mode, backend=sibling_backend(self.backend, self.config))
+
     def step(self, action: Any):
+        return self.episode.run_coroutine(self.astep(action))
+
+    async def astep(self, action: Any):
+        """:meth:`step` as a coroutine, awaited on the caller's event loop: several envs (see
+        :meth:`sibling`) then play episodes at once against one server."""
         if self._ended:
             raise RuntimeError("step() called after the episode ended; call reset() first")
         episode = self.episode
@@ -143,13 +154,13 @@ class OrchestratorEnv(EngineFrontEnd, gymnasium.Env):
         n = self.n_agents
         calls, round_tokens = [0] * n, [0] * n
         if spec is not None:
-            result = episode.run_round(spec)
+            result = await episode.arun_round(spec)
             calls, round_tokens = result.agent_calls, result.agent_tokens
             graph = spec.adjacency | spec.recall if spec.recall is not None else spec.adjacency
             self._set_last_round(graph.view(np.int8), spec.active)
         last = halt or episode.round == self.rounds
         if last:
-            episode.decide()
+            await episode.adecide()
             self._ended = True
         reward = episode.step_reward()
         info = self._info(calls, round_tokens, halted=last and episode.round < self.rounds)
