@@ -57,7 +57,6 @@ class QMIXController(CommActionController):
                 torch.manual_seed(int(seed))
                 agent = build_agent_network(observation_builder(config).dim, N_ACTIONS,
                                             load_experiment(DEFAULT_CONFIG).learner).eval()
-        self._policy_class = QMIXPolicy
         super().__init__(QMIXPolicy(agent), config, seed, "qmix")
         self.seed, self.run_dir, self.overrides = int(seed), run_dir, tuple(overrides)
         self.loaded_run: Path | None = None  # the run whose network plays (None: the initial network)
@@ -82,14 +81,14 @@ class QMIXController(CommActionController):
     def load_run(self, run_dir: str | Path) -> FitReport:
         """Play the greedy network of a ``train_qmix.py`` run; returns what its training spent.
         A ConfigError names the layout field that differs from this controller's env."""
-        from learners.evaluation import agent_from_checkpoint, layout_difference, load_checkpoint
+        from learners.evaluation import QMIXPolicy, agent_from_checkpoint, layout_difference, load_checkpoint
 
         cfg, checkpoint = load_checkpoint(run_dir)
         difference = layout_difference(dataclasses.replace(cfg, env=self.config), cfg)
         if difference:
             raise ConfigError(f"{run_dir}: the run's network does not fit this env: {difference}")
         agent = agent_from_checkpoint(checkpoint, cfg, observation_builder(self.config).dim)
-        self.policy = self._policy_class(agent)
+        self.policy = QMIXPolicy(agent)
         self.loaded_run = Path(run_dir)
         return FitReport(episodes=int(checkpoint.get("episode", 0)), calls=int(checkpoint.get("calls_spent", 0)),
                          tokens=int(checkpoint.get("tokens_spent", 0)))

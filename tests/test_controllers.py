@@ -200,3 +200,20 @@ def test_leaderboard_in_flight_scores_the_sequential_episodes(tmp_path, monkeypa
         assert a == b, name
     tasks = len(finished) // 2  # the sequential run's decisions, then the in-flight run's
     assert finished[:tasks] != finished[tasks:] and sorted(finished[:tasks]) == sorted(finished[tasks:])
+
+
+def test_leaderboard_names_a_missing_extra_in_one_line(tmp_path, monkeypatch, capsys):
+    import controllers.dytopo
+    from topo_env.cli import run_main
+
+    def missing(name, dim=None):
+        raise ImportError("MiniLMEncoder needs 'sentence-transformers'; install it with: pip install 'topomarl[minilm]'")
+
+    monkeypatch.setattr(controllers.dytopo, "make_encoder", missing)
+    argv = ["--profile", "mmlu_pro", "--methods", "dytopo", "--seeds", "0", "--episodes", "1", "--out", str(tmp_path),
+            "--no-progress"]
+    with pytest.raises(SystemExit) as stopped:
+        run_main(lambda: leaderboard_main(argv), "leaderboard")
+    err = capsys.readouterr().err.strip()
+    assert stopped.value.code == 2 and len(err.splitlines()) == 1
+    assert "'dytopo'" in err and "pip install 'topomarl[minilm]'" in err

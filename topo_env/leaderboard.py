@@ -117,8 +117,16 @@ def config_in_flight(config_path: str | Path | None) -> int:
 
 
 def method_module(name: str):
-    """The controller module of a learned method (ImportError names the missing extra)."""
+    """The controller module of a learned method."""
     return importlib.import_module(LEARNED_METHODS[name])
+
+
+def method_env(module: Any, config: EnvConfig) -> EnvConfig:
+    """The comparison's env as a method's module asks for it: its ``ENV_ROUNDS`` (None: the
+    profile's) and its ``ENV_KEYS`` (e.g. DyTopo's descriptors)."""
+    rounds = getattr(module, "ENV_ROUNDS", None)
+    cfg = replace(config, rounds=int(rounds)) if rounds else config
+    return replace(cfg, **getattr(module, "ENV_KEYS", {}))
 
 
 def build_method(name: str, config: EnvConfig, seed: int, run_dir: Path) -> tuple[Any, EnvConfig, int, Any]:
@@ -128,17 +136,18 @@ def build_method(name: str, config: EnvConfig, seed: int, run_dir: Path) -> tupl
         from controllers.comm_actions import build_baseline
 
         return build_baseline(name, config, seed), config, 0, None
-    if name in LLM_WRITTEN:
-        return build_llm_written(name, config, seed)
-    module = method_module(name)
-    rounds = getattr(module, "ENV_ROUNDS", None)
-    cfg = replace(config, rounds=int(rounds)) if rounds else config
-    cfg = replace(cfg, **getattr(module, "ENV_KEYS", {}))  # e.g. DyTopo's descriptors
-    if name == "qmix":
-        controller = module.build(cfg.n_agents, cfg.rounds, seed, env_config=cfg)
-        controller.run_dir = run_dir / f"qmix_seed{seed}"
-    else:
-        controller = module.build(cfg.n_agents, cfg.rounds, seed)
+    try:
+        if name in LLM_WRITTEN:
+            return build_llm_written(name, config, seed)
+        module = method_module(name)
+        cfg = method_env(module, config)
+        if name == "qmix":
+            controller = module.build(cfg.n_agents, cfg.rounds, seed, env_config=cfg)
+            controller.run_dir = run_dir / f"qmix_seed{seed}"
+        else:
+            controller = module.build(cfg.n_agents, cfg.rounds, seed)
+    except ImportError as err:  # an optional extra that is not installed: one line, with its install command
+        raise ConfigError(f"method {name!r} cannot run here: {err}") from None
     return controller, cfg, int(module.TRAIN_EPISODES), None
 
 
@@ -150,8 +159,7 @@ def build_llm_written(name: str, config: EnvConfig, seed: int) -> tuple[Any, Env
     if config.backend.kind != "llm":
         raise ConfigError(f"method {name!r} prompts the team's LLM: use it with a --config whose env has backend: llm")
     module = method_module(LLM_WRITTEN[name])
-    rounds = getattr(module, "ENV_ROUNDS", None)
-    cfg = replace(config, rounds=int(rounds)) if rounds else config
+    cfg = method_env(module, config)
     chat = ChatFunction(cfg.backend)
     if name == "agentconductor_llm":
         controller = module.AgentConductorController(cfg.n_agents, cfg.rounds, seed, write_yaml=chat)
@@ -266,7 +274,7 @@ def aggregate(runs: dict[int, MethodRun]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for figure in FIGURES:
         values = np.array([getattr(r, figure) for r in runs.values()], dtype=float)
-        out[figure] = {"mean": float(values.mean()), "se": standard_error(values) if len(values) > 1 else 0.0}
+        out[figure] = {"mean": float(values.mean()), "se": standard_error(values)}
     out["seeds"] = {str(seed): asdict(run) for seed, run in runs.items()}
     return out
 
