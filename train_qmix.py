@@ -40,7 +40,8 @@ from learners.evaluation import (QMIXPolicy, evaluate, layout_difference, load_c
 from learners.inflight import EpisodesInFlight, sibling_envs
 from learners.evaluation import config_overrides as _flatten  # a saved config as --set overrides (--resume)
 from learners.learner import QMIXLearner
-from learners.runner import EpisodeRunner, EpisodeStats
+from learners.batch_runner import BatchEpisodeRunner, BatchStats, EpisodeBatch
+from learners.runner import EpisodeRunner
 from learners.schedules import epsilon_at, lr_at
 from learners.seeds import format_seeds, run_seeds
 from topo_env.actions import N_ACTIONS
@@ -50,8 +51,9 @@ from topo_env.cli import (OneLineParser, RunError, closing_note, format_table, p
                           standard_error_note)
 from topo_env.config import ConfigError
 from topo_env.env import TopologyParallelEnv
-from topo_env.seeding import (EVAL_SEED_OFFSET, EXPLORATION_STREAM, REPLAY_STREAM, VALIDATION_SEED_OFFSET,
-                              episode_rng, training_env_seed)
+from topo_env.seeding import (EVAL_SEED_OFFSET, EXPLORATION_STREAM, REPLAY_STREAM, REPLICA_STREAM,
+                              VALIDATION_SEED_OFFSET, episode_rng, training_env_seed)
+from topo_env.vector_env import SimVectorEnv
 from topo_env.plots import (draw_episodes, plot_action_distribution, plot_learning_curves, plot_sample_efficiency,
                             save_figure)
 
@@ -221,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     require_ray(cfg)
     if cfg.train.ray is not None and args.trace_out:
         raise ConfigError("--trace-out with train.ray: the Ray workers record no traces; drop one of them")
+    if cfg.batched and args.trace_out:
+        raise ConfigError(f"--trace-out with train.sim_batch={cfg.train.sim_batch}: the batched simulated team records "
+                          "no traces; add --set train.sim_batch=0 to play (and record) one episode at a time")
     out_dir.mkdir(parents=True, exist_ok=True)
     seed, n, rounds = cfg.train.seed, cfg.env.n_agents, cfg.env.rounds
     torch.set_num_threads(cfg.learner.torch_threads)
@@ -233,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     train_env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="train"))
     eval_env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="eval"))
     obs_dim, state_dim = train_env.obs_builder.dim, train_env.obs_builder.state_dim
+    if cfg.learner.privileged_state:  # the mixer's state also holds the simulator's hidden variables
+        state_dim += SimVectorEnv(cfg.env, encoder=train_env.encoder).privileged_dim
     learner = QMIXLearner(obs_dim, state_dim, n, N_ACTIONS, cfg.learner, device)
     buffer = EpisodeReplayBuffer(cfg.learner.buffer_size, rounds, n, obs_dim, state_dim, N_ACTIONS)
     if args.trace_out:
@@ -267,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     writer = SummaryWriter(str(out_dir))
 
     # -- training -------------------------------------------------------------------------
-    window: list[EpisodeStats] = []
+    window: list[BatchStats] = []
     curves: list[dict] = list(checkpoint.get("curves", [])) if checkpoint is not None else []  # log_window's points
     losses: list[dict] = []
     warmup = max(cfg.train.warmup_episodes, cfg.learner.batch_size)
@@ -310,56 +317,98 @@ def main(argv: list[str] | None = None) -> int:
                            deviation_rank_decay=cfg.learner.deviation_rank_decay, policy_version=committed,
                            topology_explore=cfg.learner.topology_explore)
 
-    if cfg.train.ray is None:
-        rollouts = EpisodesInFlight(train_envs)
-        played = rollouts.play(range(start, cfg.train.episodes), launch)  # episodes in index order
-    else:  # W Ray workers, K in flight each, weights shipped every train.sync_every episodes (learners.distributed)
-        rollouts = RayRollouts(cfg, weights=learner.agent.state_dict)
-        played = rollouts.play(range(start, cfg.train.episodes), start_version=start)  # also in index order
+    def batches():
+        """The batched simulated team: ``train.sim_batch`` episodes at a time, each batch played with
+        the weights after the batches before it (learners.batch_runner), until a stop is requested."""
+        lc, size = cfg.learner, cfg.train.sim_batch
+        for first in range(start, cfg.train.episodes, size):
+            if stop.requested:
+                return
+            js = range(first, min(first + size, cfg.train.episodes))
+            episodes, stats = batch_runner.run(
+                [training_env_seed(seed, j) for j in js], np.array([epsilon_at(j, cfg) for j in js]),
+                episode_rng(seed, EXPLORATION_STREAM, first), "train", lc.team_explore, lc.deviation_explore,
+                lc.deviation_rank_decay, lc.topology_explore, policy_version=first, replicas=lc.replicas,
+                replica_rng=episode_rng(seed, REPLICA_STREAM, first), gamma=lc.gamma)
+            yield first, episodes, stats
+
+    if cfg.batched:  # consecutive episodes in index order, a batch at a time
+        batch_runner = BatchEpisodeRunner(SimVectorEnv(dataclasses.replace(cfg.env, split="train"),
+                                                       encoder=train_env.encoder),
+                                          learner.agent, device, privileged=cfg.learner.privileged_state)
+        rollouts, source = None, batches()
+        played = source
+    else:  # one episode at a time, each as a batch of one
+        if cfg.train.ray is None:
+            rollouts = EpisodesInFlight(train_envs)
+            source = rollouts.play(range(start, cfg.train.episodes), launch)  # episodes in index order
+        else:  # W Ray workers, K in flight each, weights shipped every train.sync_every episodes (learners.distributed)
+            rollouts = RayRollouts(cfg, weights=learner.agent.state_dict)
+            source = rollouts.play(range(start, cfg.train.episodes), start_version=start)  # also in index order
+        played = ((j, record, BatchStats.of_episodes([stats])) for j, (record, stats) in source)
+    in_flight = (lambda: 0) if rollouts is None else (lambda: rollouts.in_flight)
+    time_split = {"rollouts": 0.0, "updates": 0.0}  # seconds waiting for episodes, and in gradient updates
+    mark = time.perf_counter()
     try:
-        for episode, (record, stats) in played:
+        for first, episodes, stats in played:
+            time_split["rollouts"] += time.perf_counter() - mark
             untouched = False
-            epsilon = epsilon_at(episode, cfg)
-            learner.set_lr(lr_at(episode, cfg))
-            buffer.add(record)
-            bar.update(1)
-            if len(buffer) >= warmup and episode % cfg.learner.episodes_per_update == 0:
-                sample_rng = episode_rng(seed, REPLAY_STREAM, episode)
-                for _ in range(cfg.learner.updates_per_episode):
-                    losses.append(learner.update(buffer.sample(cfg.learner.batch_size, sample_rng)))
-            if cfg.train.validate_every and (episode + 1) % cfg.train.validate_every == 0:
-                add_spent(spent, *validate(validation_envs, learner, cfg, validation, episode + 1, device, writer))
+            last = first + len(stats.reward) - 1  # episodes first..last, in index order
+            size_before = len(buffer)
+            if isinstance(episodes, EpisodeBatch):
+                buffer.add_batch(episodes)
+            else:
+                buffer.add(episodes)
+            bar.update(last + 1 - first)
+            updating = time.perf_counter()
+            for j in range(first, last + 1):  # each episode's schedule and updates, as in the one-episode loop
+                learner.set_lr(lr_at(j, cfg))
+                if min(size_before + j - first + 1, buffer.capacity) >= warmup and j % cfg.learner.episodes_per_update == 0:
+                    sample_rng = episode_rng(seed, REPLAY_STREAM, j)
+                    for _ in range(cfg.learner.updates_per_episode):
+                        losses.append(learner.update(buffer.sample(cfg.learner.batch_size, sample_rng)))
+            time_split["updates"] += time.perf_counter() - updating
+            epsilon = epsilon_at(last, cfg)
+
+            def reached(every: int) -> bool:
+                """Whether these episodes reached a multiple of ``every`` (0: never)."""
+                return bool(every) and (last + 1) // every > first // every
+
+            if reached(cfg.train.validate_every):
+                add_spent(spent, *validate(validation_envs, learner, cfg, validation, last + 1, device, writer))
             window.append(stats)
-            add_spent(spent, stats.tokens, stats.calls)
-            if cfg.train.curve_every and (episode + 1) % cfg.train.curve_every == 0:
-                held_out_curve.append(curve_point(episode + 1))
-            reached = budget_reached(cfg, spent)
-            if reached and not stop.requested:
-                overshoot = rollouts.in_flight  # episodes started before the budget was reached
-                print(f"\n{reached}"
-                      + (f"; finishing the {rollouts.in_flight} episode(s) already in flight (started before it was "
-                         "reached), which add their tokens and calls" if rollouts.in_flight else ""), file=sys.stderr)
+            add_spent(spent, stats.tokens.sum(), stats.calls.sum())
+            if reached(cfg.train.curve_every):
+                held_out_curve.append(curve_point(last + 1))
+            budget = budget_reached(cfg, spent)
+            if budget and not stop.requested:
+                overshoot = in_flight()  # episodes started before the budget was reached
+                print(f"\n{budget}"
+                      + (f"; finishing the {overshoot} episode(s) already in flight (started before it was "
+                         "reached), which add their tokens and calls" if overshoot else ""), file=sys.stderr)
                 stop.requested = True
-            if stop.requested:  # a budget or a Ctrl-C: launch nothing more, finish what is in flight
+            if stop.requested and rollouts is not None:  # a budget or a Ctrl-C: launch nothing more, finish what is in flight
                 rollouts.stop_launching()
-            if (episode + 1) % cfg.train.log_every == 0:
-                curves.append(log_window(writer, window, losses, epsilon, episode + 1, rounds))
-                bar.set_postfix(reward=f"{np.mean([s.reward for s in window]):.3f}",
-                                acc=f"{np.mean([s.accuracy for s in window]):.2f}",
-                                tokens=f"{np.mean([s.tokens for s in window]):.0f}", eps=f"{epsilon:.2f}")
+            if reached(cfg.train.log_every):
+                curves.append(log_window(writer, window, losses, epsilon, last + 1, rounds))
+                rewards_seen = np.concatenate([w.reward for w in window])
+                bar.set_postfix(reward=f"{rewards_seen.mean():.3f}",
+                                acc=f"{np.concatenate([w.accuracy for w in window]).mean():.2f}",
+                                tokens=f"{np.concatenate([w.tokens for w in window]).mean():.0f}", eps=f"{epsilon:.2f}")
                 window, losses = [], []
-            stopping = stop.requested and not rollouts.in_flight
-            if (episode + 1) % cfg.train.checkpoint_every == 0 or stopping:
-                save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, episode + 1, curves, spent,
+            stopping = stop.requested and not in_flight()
+            if reached(cfg.train.checkpoint_every) or stopping:
+                save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, last + 1, curves, spent,
                                 validation, held_out_curve)
-            committed, untouched = episode + 1, True
+            committed, untouched = last + 1, True
             if stopping:
                 if overshoot:
                     print(f"spent {spent['tokens']} tokens (budget {cfg.train.token_budget or 'none'}) and "
                           f"{spent['calls']} calls (budget {cfg.train.call_budget or 'none'}), the overshoot from the "
                           f"{overshoot} episode(s) started before the budget was reached", file=sys.stderr)
-                print(f"\nstopped: checkpoint at episode {episode + 1} in {out_dir}; continue with --resume {out_dir}")
+                print(f"\nstopped: checkpoint at episode {last + 1} in {out_dir}; continue with --resume {out_dir}")
                 return 130
+            mark = time.perf_counter()
     except KeyboardInterrupt:  # a second Ctrl-C: the episodes in flight are lost, the last checkpoint stands
         print(f"\ninterrupted; continue from the last checkpoint with --resume {out_dir}")
         return 130
@@ -376,7 +425,8 @@ def main(argv: list[str] | None = None) -> int:
                        f"continue with --resume {out_dir} once it serves again (add --set "
                        "env.backend.base_url=... if its address changed)") from None
     finally:
-        played.close()  # cancels the episodes still in flight, if any
+        played.close()
+        source.close()  # cancels the episodes still in flight, if any
         bar.close()
         stop.restore()
     train_seconds = time.perf_counter() - started
@@ -398,10 +448,10 @@ def main(argv: list[str] | None = None) -> int:
     qmix_policies = [QMIXPolicy(policy_agent, device)]
     if policy_agent is not learner.agent:  # what validation gained: the last network, on the same episodes
         qmix_policies.append(QMIXPolicy(learner.agent, device, name="qmix_last"))
-    # a simulated team: the fixed baselines and the headroom references are played by the batch
-    # simulator on the same held-out episodes (common random numbers); other teams play them all
+    # a simulated team: the baselines and the headroom references are played by the batch simulator
+    # on the same held-out episodes (common random numbers); other teams play them all on the env
     simulated = cfg.env.backend.kind == "sim"
-    on_env = qmix_policies + [make_baseline(name) for name in (("random",) if simulated else BASELINES)]
+    on_env = qmix_policies + ([] if simulated else [make_baseline(name) for name in BASELINES])
     try:
         for policy in on_env:
             results[policy.name], traces[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes,
@@ -427,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
                     if gap > 0 else None}
     summary = {"config": cfg.to_dict(), "eval": {**results, **headroom}, "qmix_minus": paired,
                "train": {"episodes": cfg.train.episodes, "seconds": train_seconds, "updates": learner.updates,
+                         "time_split": {**time_split, "other": train_seconds - sum(time_split.values())},
                          "tokens": spent["tokens"], "calls": spent["calls"], "curves": curves,
                          **({"init_from": str(args.init_from)} if args.init_from else {})}}
     if held_out_curve:
@@ -498,18 +549,20 @@ def main_seeds(args: argparse.Namespace) -> int:
     return 0
 
 
-def log_window(writer: SummaryWriter, window: list[EpisodeStats], losses: list[dict], epsilon: float,
+def log_window(writer: SummaryWriter, window: list[BatchStats], losses: list[dict], epsilon: float,
                step: int, rounds: int) -> dict:
-    """TensorBoard: episode figures, learner diagnostics, actions and graphs per round.
+    """TensorBoard: episode figures, learner diagnostics, actions and graphs per round, of the
+    episodes in ``window``.
 
     Returns the window's learning-curve point: ``episode`` (= step) and the window means of
     ``reward``, ``accuracy``, ``tokens_per_task``, ``density``, plus ``epsilon`` and ``loss``
     (None before learning starts)."""
-    point = {"episode": step, "reward": float(np.mean([s.reward for s in window])),
-             "accuracy": float(np.mean([s.accuracy for s in window])),
-             "tokens_per_task": float(np.mean([s.tokens for s in window])),
-             "density": float(np.mean([s.density for s in window])), "epsilon": float(epsilon),
-             "loss": float(np.mean([x["loss"] for x in losses])) if losses else None}
+    def column(name: str) -> np.ndarray:
+        return np.concatenate([getattr(w, name) for w in window])
+
+    point = {"episode": step, "reward": float(np.mean(column("reward"))), "accuracy": float(np.mean(column("accuracy"))),
+             "tokens_per_task": float(np.mean(column("tokens"))), "density": float(np.mean(column("density"))),
+             "epsilon": float(epsilon), "loss": float(np.mean([x["loss"] for x in losses])) if losses else None}
     writer.add_scalar("episode/return", point["reward"], step)
     writer.add_scalar("episode/accuracy", point["accuracy"], step)
     writer.add_scalar("episode/tokens_per_task", point["tokens_per_task"], step)
@@ -518,9 +571,8 @@ def log_window(writer: SummaryWriter, window: list[EpisodeStats], losses: list[d
     if losses:
         for key in losses[0]:
             writer.add_scalar(f"train/{key}", np.mean([x[key] for x in losses]), step)
-    writer.add_scalar("train/q_chosen", np.mean([s.q_values.mean() for s in window]), step)
-    actions = np.stack([s.actions for s in window])  # (E, T, N)
-    graphs = np.stack([s.adjacency for s in window])  # (E, T, N, N)
+    writer.add_scalar("train/q_chosen", np.mean(column("q_values").mean(axis=(1, 2))), step)
+    actions, graphs = column("actions"), column("graphs")  # (E, T, N), (E, T, N, N)
     for t in range(rounds):
         writer.add_histogram(f"actions/round_{t + 1}", actions[:, t].reshape(-1), step, bins=np.arange(N_ACTIONS + 1) - 0.5)
         image = np.kron(graphs[:, t].mean(axis=0), np.ones((16, 16)))  # mean adjacency, 16 px per cell

@@ -26,12 +26,17 @@ class EpisodeRecord:
     reward: np.ndarray  # (T,) float32
     terminated: np.ndarray  # (T,) bool
     policy_version: int = 0
+    return_target: np.ndarray | None = None  # (T,) float32: replica returns (batched simulated team); zeros if not given
+
+    def __post_init__(self) -> None:
+        if self.return_target is None:
+            self.return_target = np.zeros(np.shape(self.reward), np.float32)
 
 
 class EpisodeReplayBuffer:
     """A ring buffer of ``capacity`` episodes; the oldest is overwritten when full."""
 
-    FIELDS = ("obs", "state", "adjacency", "mask", "actions", "reward", "terminated")
+    FIELDS = ("obs", "state", "adjacency", "mask", "actions", "reward", "terminated", "return_target")
 
     def __init__(self, capacity: int, rounds: int, n_agents: int, obs_dim: int, state_dim: int, n_actions: int):
         if capacity < 1:
@@ -46,6 +51,7 @@ class EpisodeReplayBuffer:
             "actions": np.zeros((capacity, t, n), np.int64),
             "reward": np.zeros((capacity, t), np.float32),
             "terminated": np.zeros((capacity, t), bool),
+            "return_target": np.zeros((capacity, t), np.float32),
         }
         self.policy_version = np.zeros(capacity, np.int64)  # per slot, the version that played it
         self.position = 0  # where the next episode goes
@@ -60,6 +66,19 @@ class EpisodeReplayBuffer:
         self.policy_version[self.position] = episode.policy_version
         self.position = (self.position + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)
+
+    def add_batch(self, episodes) -> None:
+        """Store B episodes in order, as B calls of :meth:`add` would: ``episodes`` has the
+        :attr:`FIELDS` with a leading batch dimension and one ``policy_version``
+        (:class:`learners.batch_runner.EpisodeBatch`)."""
+        b = len(episodes.reward)
+        keep = min(b, self.capacity)  # more than fit: the last ``capacity`` ones survive, as with add()
+        slots = (self.position + b - keep + np.arange(keep)) % self.capacity
+        for name in self.FIELDS:
+            self.data[name][slots] = getattr(episodes, name)[b - keep:]
+        self.policy_version[slots] = episodes.policy_version
+        self.position = (self.position + b) % self.capacity
+        self.size = min(self.size + b, self.capacity)
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """``batch_size`` stored episodes drawn uniformly with replacement: arrays with a
@@ -78,7 +97,7 @@ class EpisodeReplayBuffer:
         size = int(state["size"])
         if size > self.capacity:
             raise ValueError(f"buffer state holds {size} episodes, capacity is {self.capacity}")
-        for k, v in state["data"].items():
+        for k, v in state["data"].items():  # older checkpoints have no return_target: zeros
             self.data[k][:size] = v
         self.policy_version[:size] = state.get("policy_version", np.zeros(size, np.int64))  # older checkpoints: 0
         self.position, self.size = int(state["position"]), size

@@ -65,6 +65,17 @@ class LearnerConfig:
             ``deviation_rank_decay ** k``; 1 draws them uniformly. Below 1 the deviations
             concentrate on the actions the greedy team nearly prefers, whose small gains take
             the most samples to tell apart.
+        replicas: M > 0 (simulated team, batched training only): each stored round's target is
+            its return from that round, the round's joint action then greedy play, averaged over M
+            replicas of the episode with fresh simulator noise for the rounds left (before round 1
+            also a fresh hidden task latent and blind spots: other tasks that read the same;
+            ``learners.batch_runner``) instead of the one played return: M times less noise
+            variance for M cheap simulator replays. 0: TD / Monte-Carlo targets of one episode.
+        privileged_state: (simulated team, batched training only) the mixer's state also holds
+            what the simulator knows and a real team does not (subject, difficulty, hidden latent,
+            adversaries, blind spots; ``topo_env.vector_env.SimVectorEnv.privileged``): the
+            mixer can explain the outcome's task-level variance, so less of it reaches the agent
+            networks. The agent networks, i.e. the executed policy, still read observations only.
         device: "auto" (CUDA when present), "cpu" or "cuda".
         torch_threads: CPU threads for torch (1 is fastest for these small networks).
         compile: ``torch.compile`` the update's loss (forward, targets; backward through
@@ -102,6 +113,8 @@ class LearnerConfig:
     deviation_explore: float = 0.0
     deviation_rank_decay: float = 1.0
     topology_explore: float = 0.0
+    replicas: int = 0
+    privileged_state: bool = False
     device: str = "auto"
     torch_threads: int = 1
     compile: bool = False
@@ -110,6 +123,7 @@ class LearnerConfig:
         for key in ("hidden_dim", "gnn_layers", "mixer_embed_dim", "hypernet_dim", "batch_size", "buffer_size",
                     "target_update_interval", "updates_per_episode", "episodes_per_update", "torch_threads"):
             _check_int(self, key, 1)
+        _check_int(self, "replicas", 0)
         _check_float(self, "lr", lo=0.0, lo_open=True)
         _check_float(self, "gamma", lo=0.0, hi=1.0)
         _check_float(self, "grad_clip", lo=0.0, lo_open=True)
@@ -137,7 +151,7 @@ class LearnerConfig:
             raise ConfigError(f"learner.mixer={self.mixer!r}: must be one of {list(MIXERS)}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"learner.device={self.device!r}: must be 'auto', 'cpu' or 'cuda'")
-        for key in ("double_q", "gnn", "dueling", "compile"):
+        for key in ("double_q", "gnn", "dueling", "compile", "privileged_state"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"learner.{key}={getattr(self, key)!r}: must be true or false")
 
@@ -227,6 +241,14 @@ class TrainConfig:
             noise and exploration are the single-process run's; batch b of K consecutive episodes
             is launched once batch b - W is committed, so a run is deterministic for given K, W
             and ``sync_every``. A worker that dies is restarted and its unfinished episodes re-run.
+        sim_batch: B, the training episodes the simulated team plays at once (``env.backend:
+            sim``): rollouts, replay and updates at simulator scale through the batch simulator
+            (:mod:`learners.batch_runner`), the greedy evaluations too. Episode j is the PettingZoo
+            env's episode j, played with the weights after the batch before its own; updates
+            follow the episodes of a batch as in the one-episode loop (the same replay draws,
+            learning rates and exploration rates per episode), and B = 1 is that loop exactly.
+            0: the one-episode PettingZoo loop (the path of LLM teams, episodes in flight and Ray,
+            which need it); LLM teams always take it.
         sync_every: with ``ray``, the learner ships its weights to the workers every this many
             committed episodes (one snapshot each time); an episode is played with the latest
             snapshot at its launch and stores its version. Without ``ray`` episodes take the
@@ -250,13 +272,15 @@ class TrainConfig:
     episodes_in_flight: int = 1
     ray: RayConfig | None = None
     sync_every: int = 1
+    sim_batch: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ray", RayConfig.parse(self.ray))
         for key in ("episodes", "eval_episodes", "checkpoint_every", "log_every", "validate_episodes",
                     "episodes_in_flight", "curve_episodes", "sync_every"):
             _check_int(self, key, 1)
-        for key in ("seed", "warmup_episodes", "token_budget", "call_budget", "validate_every", "curve_every"):
+        for key in ("seed", "warmup_episodes", "token_budget", "call_budget", "validate_every", "curve_every",
+                    "sim_batch"):
             _check_int(self, key, 0)
         for key in ("save_buffer", "references"):
             if not isinstance(getattr(self, key), bool):
@@ -288,6 +312,25 @@ class ExperimentConfig:
                 raise ConfigError(f"unknown {name} config key(s) {bad}; known keys: {sorted(known)}")
             parts[name] = kind(**section)
         return cls(**parts)
+
+    def __post_init__(self) -> None:
+        batched = self.batched
+        if batched and (self.train.episodes_in_flight > 1 or self.train.ray is not None):
+            what = "train.ray" if self.train.ray is not None else f"train.episodes_in_flight={self.train.episodes_in_flight}"
+            raise ConfigError(f"{what} with train.sim_batch={self.train.sim_batch}: the simulated team already plays "
+                              "a batch at once; set train.sim_batch=0 to play it one episode at a time (the path of "
+                              "episodes in flight and Ray, meant for LLM teams)")
+        for key, on in (("replicas", bool(self.learner.replicas)), ("privileged_state", self.learner.privileged_state)):
+            if on and not batched:
+                raise ConfigError(f"learner.{key}={getattr(self.learner, key)!r} needs the batched simulated team "
+                                  f"(env.backend sim and train.sim_batch > 0; here backend "
+                                  f"{self.env.backend.kind!r}, sim_batch {self.train.sim_batch}): set "
+                                  f"learner.{key} off for this team")
+
+    @property
+    def batched(self) -> bool:
+        """Whether training plays the simulated team ``train.sim_batch`` episodes at a time."""
+        return self.env.backend.kind == "sim" and self.train.sim_batch > 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"env": self.env.to_dict(), "learner": dataclasses.asdict(self.learner),

@@ -16,10 +16,10 @@ entry has the same keys:
 
 The learned policy plays through :class:`QMIXPolicy`, an adapter of the agent network to the
 baselines' ``Policy`` protocol (greedy: the same actions as ``EpisodeRunner.run(0.0, ...)``).
-On a CPU-bound team (the simulator) a greedy QMIXPolicy is played in lockstep instead
-(:func:`evaluate_greedy_lockstep`): up to :data:`LOCKSTEP_EPISODES` episodes at once, one
-network call per round for all of them; the episodes, actions and figures are those of the
-one-by-one loop (the network's rows do not interact), about 5x faster.
+On the simulated team a greedy QMIXPolicy is played by the batch simulator instead
+(:func:`evaluate_batched`): :data:`BATCH_EPISODES` episodes at once, one network call per round
+for all of them; the episodes, actions and figures are those of the one-by-one loop (the
+network's rows do not interact).
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ from pettingzoo.utils import BaseParallelWrapper
 from tqdm import tqdm
 
 from learners.agent_network import AgentQNetwork, build_agent_network
+from learners.batch_runner import BatchEpisodeRunner
 from learners.config import ExperimentConfig, load_experiment
 from learners.inflight import EpisodesInFlight
 from learners.runner import select_actions
@@ -46,6 +47,7 @@ from topo_env.baselines import (
 )
 from topo_env.config import ConfigError, nest_legacy_backend
 from topo_env.seeding import policy_rng
+from topo_env.vector_env import SimVectorEnv
 
 
 
@@ -136,50 +138,35 @@ class QMIXPolicy:
         return {a: int(actions[i]) for i, a in enumerate(names)}
 
 
-LOCKSTEP_EPISODES = 256
-"""Episodes a greedy QMIX evaluation plays at once on a CPU-bound team (:func:`evaluate_greedy_lockstep`)."""
+BATCH_EPISODES = 4096
+"""Episodes a greedy QMIX evaluation on the simulated team plays at once (:func:`evaluate_batched`)."""
 
 
-def evaluate_greedy_lockstep(envs: Sequence[Any], policy: QMIXPolicy, episodes: int, seed: int,
-                             split: str = "eval", progress: bool = True) -> list[tuple[EpisodeFigures, EpisodeTrace]]:
-    """The greedy policy's episodes ``seed + k`` (k < ``episodes``) played ``len(envs)`` at a time,
-    round by round, with one batched network call per round; in episode order, each as
-    :func:`~topo_env.baselines.play_episode` and :func:`trace_of` give it. ``envs``: envs of one
-    config whose backend is not ``concurrent`` (every step completes without awaiting I/O)."""
-    agent, device = policy.agent, policy.device
-    agent.eval()
-    names = list(envs[0].possible_agents)
-    first = names[0]
+def evaluate_batched(env, policy: QMIXPolicy, episodes: int, seed: int, split: str = "eval",
+                     progress: bool = True) -> list[tuple[EpisodeFigures, EpisodeTrace]]:
+    """The greedy policy's episodes ``seed + k`` (k < ``episodes``) on ``env``'s simulated team,
+    :data:`BATCH_EPISODES` at a time through the batch simulator
+    (:class:`~topo_env.vector_env.SimVectorEnv`, one network call per round for all of them); in
+    episode order, each as :func:`~topo_env.baselines.play_episode` and :func:`trace_of` give it
+    on the PettingZoo env (the same episodes, actions and figures)."""
+    env = env.unwrapped
+    runner = BatchEpisodeRunner(SimVectorEnv(env.config, encoder=env.encoder), policy.agent, policy.device)
+    n = env.n_agents
+    greedy_draws = np.random.default_rng(0)  # epsilon 0: the actions do not depend on the draws
     done: list[tuple[EpisodeFigures, EpisodeTrace]] = []
-    greedy_draws = np.random.default_rng(0)  # epsilon 0: select_actions draws, the actions do not depend on them
     bar = tqdm(total=int(episodes), desc=f"evaluate {policy.name}", disable=not progress, file=sys.stderr)
-    for start in range(0, int(episodes), len(envs)):
-        batch = envs[:min(len(envs), int(episodes) - start)]
-        resets = [env.reset(seed=int(seed) + start + j, options={"split": split}) for j, env in enumerate(batch)]
-        observations, infos = [r[0] for r in resets], [r[1] for r in resets]
-        hidden = agent.initial_hidden(len(batch), len(names))
-        returns, densities, calls = np.zeros(len(batch)), [[] for _ in batch], np.zeros(len(batch), np.int64)
-        for _ in range(envs[0].rounds):
-            obs = np.stack([[o[a]["observation"] for a in names] for o in observations])
-            mask = np.stack([[o[a]["action_mask"] for a in names] for o in observations]).astype(bool)
-            adjacency = np.stack([[i[a]["sent_to"] for a in names] for i in infos]).astype(np.float32)
-            with torch.no_grad():
-                q, hidden = agent(torch.as_tensor(obs, device=device), torch.as_tensor(adjacency, device=device), hidden)
-            q = q.cpu().numpy()
-            for j, env in enumerate(batch):
-                if not env.agents:  # this episode already ended: keep its last observations
-                    continue
-                actions = select_actions(q[j], mask[j], 0.0, greedy_draws)
-                observations[j], rewards, _, _, infos[j] = env.step({a: int(actions[i]) for i, a in enumerate(names)})
-                returns[j] += float(rewards[first])
-                densities[j].append(float(infos[j][first]["density"]))
-                calls[j] += step_calls(infos[j])
-        for j, env in enumerate(batch):
-            last = infos[j][first]
-            figures = EpisodeFigures(float(returns[j]), float(last["accuracy"]), float(last["team_tokens"]),
-                                     float(np.mean(densities[j])), last, episode_calls(calls[j]))
-            done.append((figures, trace_of(env, figures.reward, last)))
-        bar.update(len(batch))
+    for start in range(0, int(episodes), BATCH_EPISODES):
+        seeds = range(int(seed) + start, int(seed) + min(int(episodes), start + BATCH_EPISODES))
+        _, stats = runner.run(seeds, 0.0, greedy_draws, split)
+        for b in range(len(seeds)):
+            figures = EpisodeFigures(float(stats.reward[b]), float(stats.accuracy[b]), float(stats.tokens[b]),
+                                     float(stats.density[b]), {}, int(stats.calls[b]))
+            trace = EpisodeTrace(float(stats.reward[b]), float(stats.accuracy[b]), int(stats.tokens[b]),
+                                 float(stats.graphs[b].sum(axis=(1, 2)).mean() / (n * (n - 1))), stats.actions[b],
+                                 stats.graphs[b], stats.targets[b],
+                                 stats.buckets[b], tuple(int(i) for i in np.flatnonzero(stats.adversaries[b])))
+            done.append((figures, trace))
+        bar.update(len(seeds))
     bar.close()
     return done
 
@@ -230,11 +217,9 @@ def evaluate(env, policy: Policy, episodes: int, seed: int, split: str = "eval",
     ``1 + len(siblings)`` episodes in flight, each env with its own copy of ``policy``; every
     episode's figures and trace are those of the sequential evaluation (an episode depends on
     its seed only), in episode order."""
-    if isinstance(policy, QMIXPolicy) and policy.epsilon == 0.0 and not getattr(env.backend, "concurrent", True):
+    if isinstance(policy, QMIXPolicy) and policy.epsilon == 0.0 and env.unwrapped.config.backend.kind == "sim":
         check_evaluation(episodes, seed, split)
-        envs = [env, *siblings]
-        envs += [env.sibling() for _ in range(min(LOCKSTEP_EPISODES, int(episodes)) - len(envs))]
-        done = evaluate_greedy_lockstep(envs, policy, episodes, seed, split, progress)
+        done = evaluate_batched(env, policy, episodes, seed, split, progress)
         traces = [trace for _, trace in done]
         return {**policy_figures([f for f, _ in done]), **summarize_traces(traces, env.rounds, watch)}, traces
     if not siblings:
@@ -303,7 +288,7 @@ def load_checkpoint(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Ex
 NETWORK_LAYOUT = (("env", "n_agents"), ("env", "rounds"), ("env", "roles"), ("env", "personas"), ("env", "encoder"),
                   ("env", "embed_dim"), ("learner", "hidden_dim"), ("learner", "gnn_layers"), ("learner", "gnn"),
                   ("learner", "dueling"), ("learner", "mixer"), ("learner", "mixer_embed_dim"),
-                  ("learner", "hypernet_dim"))
+                  ("learner", "hypernet_dim"), ("learner", "privileged_state"))
 """The config fields that fix the networks' shapes: the observation layout and the architecture."""
 
 
@@ -356,21 +341,24 @@ def batch_figures(result: Any) -> dict[str, Any]:
 
 def score_on_simulator(env, episodes: int, seed: int, progress: bool = True,
                        references: bool = True) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarray]]:
-    """The fixed baselines and (``references``; N = 3, T <= 2) the headroom references
-    (:mod:`topo_env.headroom`: ``best_fixed``, ``context_only``, ``adaptive``) played by the batch
-    simulator on ``env``'s held-out episodes ``seed + k`` (k < ``episodes``): the tasks and noise
-    every env evaluation meets (common random numbers), at a fraction of the env's cost. ``env``:
-    an env with the simulated team. Returns each policy's figures (:func:`batch_figures`) and its
-    per-episode rewards."""
-    from topo_env.baselines import open_loop_actions
-    from topo_env.headroom import cached_references, env_episodes, play_references
-    from topo_env.sim.batch import BatchSimulator
+    """The fixed baselines, the random policy and (``references``; N = 3, T <= 2) the headroom
+    references (:mod:`topo_env.headroom`: ``best_fixed``, ``context_only``, ``adaptive``) played by
+    the batch simulator on ``env``'s held-out episodes ``seed + k`` (k < ``episodes``): the tasks and
+    noise every env evaluation meets (common random numbers), at a fraction of the env's cost.
+    ``env``: an env with the simulated team. Returns each policy's figures (:func:`batch_figures`)
+    and its per-episode rewards."""
+    from topo_env.baselines import open_loop_actions, random_joint_actions
+    from topo_env.headroom import cached_references, play_references
 
-    config = env.config
-    sim = BatchSimulator.from_config(config)
-    arrays = env_episodes(env, range(int(seed), int(seed) + int(episodes)), "eval")
+    config = env.unwrapped.config
+    venv = SimVectorEnv(config, encoder=env.unwrapped.encoder)
+    seeds = range(int(seed), int(seed) + int(episodes))
+    drawn, _ = venv.draw_episodes(seeds, "eval")
+    sim, arrays = venv.sim, (drawn.tasks, drawn.noise, drawn.adversaries)
     played = {name: sim.run(open_loop_actions(name, config.n_agents, config.rounds, config.roles), *arrays)
               for name in FIXED_BASELINES}
+    valid = [a for a in range(N_ACTIONS) if a not in config.disabled_actions]
+    played["random"] = sim.run(random_joint_actions(seeds, config.n_agents, config.rounds, valid), *arrays)
     if references:
         chosen, _ = cached_references(config, progress=progress)
         played.update(play_references(sim, chosen, *arrays))

@@ -10,8 +10,11 @@ batch of B episodes:
     u*        = argmax over *valid* actions of the online Q (double Q) or of the target Q.
 
 With ``td_lambda > 0`` the targets are TD(lambda) returns built backwards from the same
-pieces (td_lambda = 1: plain discounted returns, and the target networks are not run). The
-loss is the mean squared TD error over all B x T rounds.
+pieces (td_lambda = 1: plain discounted returns, and the target networks are not run). With
+``replicas`` > 0 (simulated team, batched rollouts) y[t] is the episode's stored
+``return_target[t]``: its return from round t under greedy play, averaged over replicas of the
+simulator's noise (:mod:`learners.batch_runner`). The loss is the mean squared error over all
+B x T rounds.
 """
 from __future__ import annotations
 
@@ -108,6 +111,8 @@ class QMIXLearner:
     def targets(self, b: dict[str, torch.Tensor], online_q: torch.Tensor | None = None) -> torch.Tensor:
         """TD targets y (B, T) for a batch (tensors from :meth:`batch_to_tensors`)."""
         cfg = self.config
+        if cfg.replicas:  # returns estimated on the simulator's replicas (learners.batch_runner)
+            return b["return_target"].unsqueeze(-1) if cfg.mixer == "none" else b["return_target"]
         rewards, terminated = self.team_rewards(b)
         if cfg.td_lambda == 1.0:  # Monte-Carlo returns never read a bootstrap value: skip the target networks
             return td_targets(rewards, terminated, torch.zeros_like(rewards), cfg.gamma, 1.0)

@@ -14,16 +14,22 @@ from topo_env.engine import run_to_end
 from topo_env.env import TopologyParallelEnv
 
 
-def pick_uniform(values: np.ndarray, u: float):
-    """The element of ``values`` that a uniform draw ``u`` in [0, 1) falls on."""
-    return values[min(int(u * len(values)), len(values) - 1)]
-
-
-def pick_weighted(values: np.ndarray, weights: np.ndarray, u: float):
-    """The element of ``values`` that a uniform draw ``u`` in [0, 1) falls on when element k
-    covers a share ``weights[k] / sum(weights)`` of [0, 1), in order."""
-    cdf = np.cumsum(weights) / weights.sum()
-    return values[min(int(np.searchsorted(cdf, u, side="right")), len(values) - 1)]
+def pick_in_rows(allowed: np.ndarray, u: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Per row of ``allowed`` (..., K) bool, the index k of the allowed entry that the uniform draw
+    ``u`` (...) falls on when the allowed entries, in order, cover [0, 1) in shares ``weights[k] /
+    sum`` (default: equal shares: the ``min(floor(u * count), count - 1)``-th allowed entry). Rows
+    with nothing allowed give -1."""
+    w = allowed.astype(np.float64) if weights is None else np.where(allowed, weights, 0.0)
+    total = w.sum(axis=-1)
+    if weights is None:  # equal shares: integer arithmetic, no rounding at the boundaries
+        count = total.astype(np.int64)
+        nth = np.minimum((u * count).astype(np.int64), count - 1)
+        pick = (np.cumsum(allowed, axis=-1) == (nth + 1)[..., None]) & allowed
+    else:
+        cdf = np.cumsum(w, axis=-1) / np.where(total > 0, total, 1.0)[..., None]
+        nth = np.minimum(((cdf <= u[..., None]) & allowed).sum(axis=-1), allowed.sum(axis=-1) - 1)
+        pick = (np.cumsum(allowed, axis=-1) == (nth + 1)[..., None]) & allowed
+    return np.where(allowed.any(axis=-1), pick.argmax(axis=-1), -1)
 
 
 def topology_library(n_agents: int, roles=None) -> np.ndarray:
@@ -37,11 +43,24 @@ def select_actions(q: np.ndarray, mask: np.ndarray, epsilon: float, rng: np.rand
                    team_explore: float = 0.0, deviation_explore: float = 0.0,
                    deviation_rank_decay: float = 1.0, topology_explore: float = 0.0,
                    topologies: np.ndarray | None = None) -> np.ndarray:
-    """Epsilon-greedy over valid actions only: q (N, A), mask (N, A) bool -> (N,) int.
+    """Epsilon-greedy over valid actions only: q (N, A), mask (N, A) bool -> (N,) int;
+    :func:`select_actions_batch` for one episode (the same draws from ``rng``)."""
+    return select_actions_batch(q[None], mask[None], epsilon, rng, team_explore, deviation_explore,
+                                deviation_rank_decay, topology_explore, topologies)[0]
+
+
+def select_actions_batch(q: np.ndarray, mask: np.ndarray, epsilon: float | np.ndarray, rng: np.random.Generator,
+                         team_explore: float = 0.0, deviation_explore: float = 0.0,
+                         deviation_rank_decay: float = 1.0, topology_explore: float = 0.0,
+                         topologies: np.ndarray | None = None) -> np.ndarray:
+    """Epsilon-greedy over valid actions only, for B episodes: q (B, N, A), mask (B, N, A) bool,
+    ``epsilon`` a number or (B,) per episode -> (B, N) int64.
 
     Each agent explores with probability epsilon (uniform over its valid actions), else takes
-    its best valid action. Two draws per agent from ``rng`` whatever the outcome, so the
-    random stream does not depend on the Q-values.
+    its best valid action. The draws from ``rng`` do not depend on the Q-values: with any
+    exploration share > 0, two per episode (B each: which kind of round, and a pick), then two
+    per agent (B x N each: whether it explores, and its pick); for B = 1 the same stream as one
+    episode's draws in that order, so a batch of one is the one-episode loop.
 
     ``team_explore`` and ``deviation_explore`` (each 0..1, sum <= 1) split the exploration by
     rounds. With probability ``epsilon * team_explore`` the whole team explores at once: every
@@ -58,47 +77,60 @@ def select_actions(q: np.ndarray, mask: np.ndarray, epsilon: float, rng: np.rand
     (L, N) joint actions, e.g. the fixed baselines' :func:`topology_library`) is a third share:
     with probability ``epsilon * topology_explore`` the team plays one of the L named topologies,
     drawn uniformly (where all its actions are valid), so that coordinated joint actions in which
-    agents differ (one aggregator, a chain) are tried as often as uniform ones. With any share > 0
-    two more draws per round are made.
+    agents differ (one aggregator, a chain) are tried as often as uniform ones.
     """
-    n = q.shape[0]
-    greedy = np.where(mask, q, -np.inf).argmax(axis=1)
-    team_round = deviation_round = topology_round = False
-    if team_explore > 0.0 or deviation_explore > 0.0 or topology_explore > 0.0:
-        round_draw = rng.random()
-        round_pick = rng.random()
+    b, n, n_actions = q.shape
+    epsilon = np.broadcast_to(np.asarray(epsilon, dtype=np.float64), (b,))
+    greedy = np.where(mask, q, -np.inf).argmax(axis=2)  # (B, N)
+    rows = np.arange(b)
+    team_round = deviation_round = topology_round = np.zeros(b, dtype=bool)
+    shares = team_explore > 0.0 or deviation_explore > 0.0 or topology_explore > 0.0
+    if shares:
+        round_draw = rng.random(b)
+        round_pick = rng.random(b)
         team_round = round_draw < epsilon * team_explore
-        deviation_round = not team_round and round_draw < epsilon * (team_explore + deviation_explore)
-        topology_round = (not team_round and not deviation_round
-                          and round_draw < epsilon * (team_explore + deviation_explore + topology_explore))
+        deviation_round = ~team_round & (round_draw < epsilon * (team_explore + deviation_explore))
+        topology_round = (~team_round & ~deviation_round
+                          & (round_draw < epsilon * (team_explore + deviation_explore + topology_explore)))
         epsilon = epsilon * (1.0 - team_explore - deviation_explore - topology_explore)
-    explore = rng.random(n) < epsilon
-    picks = rng.random(n)
-    if team_round:
-        shared = np.flatnonzero(mask.all(axis=0))
-        if len(shared):
-            return np.full(n, pick_uniform(shared, round_pick), dtype=greedy.dtype)
-        explore[:] = True  # no action valid for all: everyone explores alone this round
-    if topology_round:
+    explore = rng.random((b, n)) < epsilon[:, None]
+    picks = rng.random((b, n))
+    actions = greedy.copy()
+    coordinated = np.zeros(b, dtype=bool)  # rows whose whole joint action is a team or topology round's
+    if team_round.any():
+        shared = pick_in_rows(mask.all(axis=1), round_pick)  # (B,): -1 where no action is valid for all
+        teams = team_round & (shared >= 0)
+        actions[teams] = shared[teams, None]
+        coordinated |= teams
+        explore[team_round & (shared < 0)] = True  # no action valid for all: everyone explores alone
+    if topology_round.any():
         if topologies is None:
             raise ValueError("topology_explore > 0 needs the topologies to explore (an (L, N) array)")
-        playable = [t for t in topologies if mask[np.arange(n), t].all()]
-        if playable:
-            return np.array(pick_uniform(np.asarray(playable), round_pick), dtype=greedy.dtype)
-        explore[:] = True  # none playable: everyone explores alone this round
-    actions = greedy.copy()
-    if deviation_round:
-        i = pick_uniform(np.arange(n), round_pick)
-        others = np.flatnonzero(mask[i] & (np.arange(mask.shape[1]) != greedy[i]))
-        if len(others) and deviation_rank_decay == 1.0:
-            actions[i] = pick_uniform(others, picks[i])
-        elif len(others):  # best first, by the agent's own Q-values
-            ranked = others[np.argsort(-q[i, others], kind="stable")]
-            actions[i] = pick_weighted(ranked, deviation_rank_decay ** np.arange(len(ranked)), picks[i])
-        return actions
-    for i in np.flatnonzero(explore):
-        valid = np.flatnonzero(mask[i])
-        actions[i] = pick_uniform(valid, picks[i])
+        playable = mask[:, np.arange(n)[:, None], np.asarray(topologies).T].all(axis=1)  # (B, L)
+        chosen = pick_in_rows(playable, round_pick)
+        played = topology_round & (chosen >= 0)
+        actions[played] = np.asarray(topologies)[chosen[played]]
+        coordinated |= played
+        explore[topology_round & (chosen < 0)] = True  # none playable: everyone explores alone
+    alone = ~coordinated & ~deviation_round
+    if deviation_round.any():
+        who = np.minimum((round_pick * n).astype(np.int64), n - 1)  # the deviating agent, uniformly
+        d = np.flatnonzero(deviation_round)
+        i = who[d]
+        others = mask[d, i] & (np.arange(n_actions)[None, :] != greedy[d, i][:, None])  # (D, A)
+        if deviation_rank_decay == 1.0:
+            alternative = pick_in_rows(others, picks[d, i])
+        else:  # best first, by the agent's own Q-values (ties in action order)
+            order = np.argsort(-np.where(others, q[d, i], -np.inf), axis=1, kind="stable")
+            ranked = np.take_along_axis(others, order, axis=1)
+            k = pick_in_rows(ranked, picks[d, i], deviation_rank_decay ** np.maximum(np.cumsum(ranked, axis=1) - 1, 0))
+            alternative = np.where(k >= 0, np.take_along_axis(order, np.maximum(k, 0)[:, None], axis=1)[:, 0], -1)
+        moved = alternative >= 0
+        actions[d[moved], i[moved]] = alternative[moved]
+    explore &= alone[:, None]
+    if explore.any():
+        r, i = np.nonzero(explore)
+        actions[r, i] = pick_in_rows(mask[r, i], picks[r, i])
     return actions
 
 

@@ -169,6 +169,20 @@ class RandomPolicy:
         return actions
 
 
+def random_joint_actions(seeds: Sequence[int], n_agents: int, rounds: int, valid: Sequence[int]) -> np.ndarray:
+    """(B, T, N) the joint actions :class:`RandomPolicy` plays in the episodes ``seeds`` (its
+    ``reset(seed)``) on a team whose agents may take the actions ``valid``: the random policy is
+    open loop, so the batch simulator can play it on the same episodes."""
+    choices = np.asarray(valid)
+    out = np.empty((len(seeds), rounds, n_agents), dtype=np.int64)
+    for b, seed in enumerate(seeds):
+        rng = policy_rng("random", int(seed))
+        for t in range(rounds):
+            for i in range(n_agents):  # the draws RandomPolicy.act makes, in agent order
+                out[b, t, i] = rng.choice(choices)
+    return out
+
+
 class SequencePolicy:
     """Plays a given open-loop sequence: ``sequences[key]`` is a (T, N) action array.
 

@@ -44,22 +44,22 @@ def answer_codes(answers: Sequence[str | None]) -> list[int]:
     return [-1 if a is None else seen.setdefault(a, len(seen)) for a in answers]
 
 
-def agreement(codes: Sequence[int]) -> tuple[list[float], list[float]]:
-    """(agrees with plurality, share of peers agreeing) per agent from answer codes.
+def agreement(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(agrees with plurality, share of peers agreeing), each (B, N) float64, from (B, N) integer
+    answer codes (equal code = same answer, -1 = no answer).
 
     The plurality answer is the most common code (ties: the one given first, i.e. by the
     lowest agent index); missing answers (-1) agree with nobody.
     """
-    n = len(codes)
-    counts: dict[int, int] = {}
-    for c in codes:
-        if c >= 0:
-            counts[c] = counts.get(c, 0) + 1
-    if not counts:
-        return [0.0] * n, [0.0] * n
-    plurality = max(counts, key=counts.__getitem__)  # first inserted wins ties
-    agrees = [1.0 if c == plurality else 0.0 for c in codes]
-    peers = [(counts[c] - 1) / (n - 1) if c >= 0 else 0.0 for c in codes]
+    codes = np.asarray(codes)
+    n = codes.shape[1]
+    given = codes >= 0
+    same = (codes[:, :, None] == codes[:, None, :]) & given[:, :, None] & given[:, None, :]
+    counts = same.sum(axis=2)  # (B, N): agents holding i's answer, i included (0 when i has none)
+    # the first agent holding a most common answer gives the plurality (the first such answer given)
+    plurality = np.take_along_axis(codes, counts.argmax(axis=1)[:, None], axis=1)
+    agrees = (given & (codes == plurality)).astype(np.float64)
+    peers = np.where(given, (counts - 1) / (n - 1), 0.0)
     return agrees, peers
 
 
@@ -89,11 +89,16 @@ class ObservationBuilder:
 
     def episode_template(self, task_embedding: np.ndarray, task_tokens: int) -> np.ndarray:
         """The (N, D) rows with everything fixed for one episode filled in."""
+        return self.episode_templates(np.asarray(task_embedding)[None], np.asarray([task_tokens]))[0]
+
+    def episode_templates(self, task_embeddings: np.ndarray, task_tokens: np.ndarray) -> np.ndarray:
+        """(B, N, D) :meth:`episode_template` rows of B episodes: ``task_embeddings`` (B, E),
+        ``task_tokens`` (B,) the tasks' prompt lengths."""
         e = self.embed_dim
-        rows = np.zeros((self.n, self.dim), dtype=np.float32)
-        rows[:, :e] = task_embedding
-        rows[:, e] = np.log1p(task_tokens) / 10.0
-        rows[:, e + 1 : self._o_round] = self._static
+        rows = np.zeros((len(task_tokens), self.n, self.dim), dtype=np.float32)
+        rows[:, :, :e] = task_embeddings[:, None, :]
+        rows[:, :, e] = (np.log1p(np.asarray(task_tokens, dtype=np.float64)) / 10.0)[:, None]
+        rows[:, :, e + 1 : self._o_round] = self._static
         return rows
 
     def build(
@@ -109,24 +114,44 @@ class ObservationBuilder:
         confidences: Sequence[float | None],
         verdicts: Sequence[int],
     ) -> np.ndarray:
-        """Observations (N, D) before round ``round_index`` (``template`` from
-        :meth:`episode_template`)."""
-        n = self.n
-        obs = template.copy()
-        obs[:, self._o_round + min(round_index, self.rounds - 1)] = 1.0
+        """Observations (N, D) of one episode before round ``round_index`` (``template`` from
+        :meth:`episode_template`): :meth:`build_batch` for a batch of one."""
+        return self.build_batch(
+            template[None], round_index, None if prev_actions is None else np.asarray(prev_actions)[None],
+            np.asarray(agent_tokens)[None], np.asarray([team_tokens]), np.asarray(in_degree)[None],
+            np.asarray(out_degree)[None], np.asarray(answer_codes(answers))[None],
+            np.array([[0.0 if c is None else c for c in confidences]]), np.asarray(verdicts)[None])[0]
+
+    def build_batch(self, templates: np.ndarray, round_index: int, prev_actions: np.ndarray | None,
+                    agent_tokens: np.ndarray, team_tokens: np.ndarray, in_degree: np.ndarray, out_degree: np.ndarray,
+                    answer_codes: np.ndarray, confidences: np.ndarray, verdicts: np.ndarray) -> np.ndarray:
+        """Observations (B, N, D) of B episodes before round ``round_index``.
+
+        ``templates`` (B, N, D) from :meth:`episode_template`; ``prev_actions`` (B, N) last round's
+        actions (None before the first round); ``agent_tokens`` (B, N) and ``team_tokens`` (B,)
+        tokens so far; ``in_degree`` / ``out_degree`` (B, N) of last round's graph;
+        ``answer_codes`` (B, N) last answers as integer codes (equal code = same answer, -1 none);
+        ``confidences`` (B, N) last stated confidences (0 where none); ``verdicts`` (B, N) +1 / -1 / 0."""
+        b, n = templates.shape[:2]
+        obs = templates.copy()
+        obs[:, :, self._o_round + min(round_index, self.rounds - 1)] = 1.0
+        rows, agents = np.arange(b)[:, None], np.arange(n)[None, :]
         if prev_actions is None:
-            obs[:, self._o_prev + N_ACTIONS] = 1.0
+            obs[:, :, self._o_prev + N_ACTIONS] = 1.0
         else:
-            obs[range(n), [self._o_prev + a for a in prev_actions]] = 1.0
-        agrees, peers = agreement(answer_codes(answers))
+            obs[rows, agents, self._o_prev + np.asarray(prev_actions)] = 1.0
+        agrees, peers = agreement(answer_codes)
         scale = 1.0 / self.max_tokens
         deg = 1.0 / (n - 1)
-        scalars = [
-            [agent_tokens[i] * scale, team_tokens * scale, in_degree[i] * deg, out_degree[i] * deg, agrees[i], peers[i],
-             0.0 if confidences[i] is None else confidences[i], verdicts[i]]
-            for i in range(n)
-        ]
-        obs[:, self._o_scalar :] = scalars
+        o = self._o_scalar
+        obs[:, :, o] = np.asarray(agent_tokens) * scale
+        obs[:, :, o + 1] = (np.asarray(team_tokens) * scale)[:, None]
+        obs[:, :, o + 2] = np.asarray(in_degree) * deg
+        obs[:, :, o + 3] = np.asarray(out_degree) * deg
+        obs[:, :, o + 4] = agrees
+        obs[:, :, o + 5] = peers
+        obs[:, :, o + 6] = confidences
+        obs[:, :, o + 7] = verdicts
         return obs
 
     @property
@@ -179,12 +204,21 @@ class ObservationBuilder:
         return obs
 
     def state(self, obs: np.ndarray, adjacency: np.ndarray, round_index: int) -> np.ndarray:
-        n = self.n
-        edges = float(np.count_nonzero(adjacency))
-        tail = np.empty(3 + n * n + 1, dtype=np.float32)
-        tail[0] = edges
-        tail[1] = edges / (n * (n - 1))
-        tail[2] = n
-        tail[3 : 3 + n * n] = adjacency.reshape(-1)
-        tail[-1] = round_index / self.rounds
-        return np.concatenate([obs.reshape(-1), tail])
+        """The global state (S,) of one episode: :meth:`state_batch` for a batch of one."""
+        return self.state_batch(obs[None], adjacency[None], round_index)[0]
+
+    def state_batch(self, obs: np.ndarray, adjacency: np.ndarray, round_index: int) -> np.ndarray:
+        """The global states (B, S) float32 of B episodes from their observations (B, N, D) and last
+        round's graphs (B, N, N): all observations, the graph's edge count and density, N, the
+        flattened graph and ``round_index / T``."""
+        b, n = obs.shape[:2]
+        edges = np.count_nonzero(adjacency.reshape(b, -1), axis=1).astype(np.float64)
+        state = np.empty((b, self.state_dim), dtype=np.float32)
+        width = n * self.dim
+        state[:, :width] = obs.reshape(b, -1)
+        state[:, width] = edges
+        state[:, width + 1] = edges / (n * (n - 1))
+        state[:, width + 2] = n
+        state[:, width + 3 : width + 3 + n * n] = adjacency.reshape(b, -1)
+        state[:, -1] = round_index / self.rounds
+        return state

@@ -6,9 +6,10 @@ streams never collide and a reader sees at a glance which episodes a figure was 
 ================  ==================================  ================================================
 stream            what draws from it                   derived as
 ================  ==================================  ================================================
-training          env of training episode e            env seed ``seed * 100_003 + e``
-exploration       epsilon-greedy of training ep. e     ``default_rng([seed, 1, e])``
+training          env of training episode e            env seed ``seed * 10_000_019 + e``
+exploration       epsilon-greedy of training ep. e     ``default_rng([seed, 1, e])`` (a batch: its first e)
 replay            minibatches after training ep. e     ``default_rng([seed, 2, e])``
+replicas          noise replicas of a training batch   ``default_rng([seed, 3, e])``, e its first episode
 validation        env of validation episode k          env seed ``seed + 1_000_000_000 + k`` (train split)
 selection         runs compared on common episodes     env seed ``1_000_500_000 + k`` (train split, any run)
 evaluation        env of held-out episode k            env seed ``seed + 1_000_000 + k`` (eval split)
@@ -23,14 +24,16 @@ from __future__ import annotations
 
 import numpy as np
 
-TRAINING_SEED_STRIDE = 100_003
-"""Training episode e of a run with seed s uses env seed ``s * TRAINING_SEED_STRIDE + e``."""
+TRAINING_SEED_STRIDE = 10_000_019
+"""Training episode e of a run with seed s uses env seed ``s * TRAINING_SEED_STRIDE + e``: runs of
+different seeds share no training episode below 10 million episodes (runs at simulator scale play
+10^5-10^6), and seeds below 99 stay below the validation seeds."""
 EVAL_SEED_OFFSET = 1_000_000
 """Held-out episode k of a run with seed s uses env seed ``s + EVAL_SEED_OFFSET + k`` (eval split)."""
 VALIDATION_SEED_OFFSET = 1_000_000_000
 """Validation episode k of a run with seed s uses env seed ``s + VALIDATION_SEED_OFFSET + k``
 (train split; far from the training episodes' seeds)."""
-EXPLORATION_STREAM, REPLAY_STREAM = 1, 2
+EXPLORATION_STREAM, REPLAY_STREAM, REPLICA_STREAM = 1, 2, 3
 POLICY_STREAMS: dict[str, int] = {"random": 0x5EED, "qmix": 0xE7A1}
 """Mixed into a stochastic policy's episode seed, so its draws are not the env's draws for that seed."""
 ORACLE_STREAMS: dict[str, int] = {"train": 0, "eval": 1, "rerank": 2}
@@ -44,7 +47,8 @@ def training_env_seed(seed: int, episode: int) -> int:
 
 def episode_rng(seed: int, stream: int, episode: int) -> np.random.Generator:
     """The generator of one training episode's ``stream`` (:data:`EXPLORATION_STREAM`,
-    :data:`REPLAY_STREAM`): independent of the env's draws and of every other episode."""
+    :data:`REPLAY_STREAM`, :data:`REPLICA_STREAM`), or of a batch of training episodes that starts
+    at ``episode``: independent of the env's draws and of every other episode."""
     return np.random.default_rng([int(seed), int(stream), int(episode)])
 
 

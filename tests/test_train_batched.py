@@ -1,0 +1,91 @@
+"""train_qmix.py at simulator scale (``train.sim_batch``): a batch of one is the one-episode loop,
+a batched run resumes exactly, the simulator-only options (replicas, privileged mixer state) run
+end to end, and the settings that cannot go together are one-line config errors."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import train_qmix
+from learners.config import load_experiment
+from topo_env.config import ConfigError
+
+torch.set_num_threads(1)
+
+SMALL = ["--set", "train.eval_episodes=50", "--set", "train.references=false", "--set", "train.warmup_episodes=8",
+         "--set", "learner.batch_size=8", "--set", "train.checkpoint_every=8", "--set", "train.log_every=4",
+         "--set", "learner.hidden_dim=16", "--set", "learner.eps_anneal_episodes=24", "--no-progress", "--no-pictures"]
+
+
+def train(out: Path, *extra: str) -> int:
+    return train_qmix.main([*SMALL, "--out", str(out), *extra])
+
+
+def checkpoint(out: Path) -> dict:
+    return torch.load(out / "checkpoint.pt", weights_only=False)
+
+
+def assert_same_run(a: Path, b: Path) -> None:
+    """The same networks, optimiser step count and replay, and the same held-out figures."""
+    ca, cb = checkpoint(a), checkpoint(b)
+    assert ca["episode"] == cb["episode"] and ca["learner"]["updates"] == cb["learner"]["updates"] > 0
+    for part in ("agent", "mixer", "target_agent", "target_mixer"):
+        for name, tensor in ca["learner"][part].items():
+            assert torch.equal(tensor, cb["learner"][part][name]), (part, name)
+    for name, array in ca["buffer"]["data"].items():
+        np.testing.assert_array_equal(array, cb["buffer"]["data"][name], err_msg=name)
+    np.testing.assert_array_equal(ca["buffer"]["policy_version"], cb["buffer"]["policy_version"])
+    ra, rb = (json.loads((d / "results.json").read_text()) for d in (a, b))
+    assert ra["eval"] == rb["eval"]
+
+
+@pytest.mark.parametrize("shares", [[], ["--set", "learner.team_explore=0.5", "--set", "learner.deviation_explore=0.3",
+                                         "--set", "learner.episodes_per_update=3", "--set", "learner.updates_per_episode=2"]],
+                         ids=["independent", "shares"])
+def test_a_batch_of_one_is_the_one_episode_loop(tmp_path, shares):
+    assert train(tmp_path / "loop", "--episodes", "24", "--set", "train.sim_batch=0", *shares) == 0
+    assert train(tmp_path / "batch1", "--episodes", "24", "--set", "train.sim_batch=1", *shares) == 0
+    assert_same_run(tmp_path / "loop", tmp_path / "batch1")
+
+
+def test_a_batched_run_resumes_exactly(tmp_path):
+    batched = ["--set", "train.sim_batch=8", "--set", "learner.replicas=2", "--set", "learner.privileged_state=true"]
+    assert train(tmp_path / "straight", "--episodes", "32", *batched) == 0
+    assert train(tmp_path / "halves", "--episodes", "16", *batched) == 0
+    assert checkpoint(tmp_path / "halves")["episode"] == 16
+    assert train_qmix.main(["--resume", str(tmp_path / "halves"), "--episodes", "32", "--no-progress",
+                            "--no-pictures"]) == 0
+    assert_same_run(tmp_path / "straight", tmp_path / "halves")
+    result = json.loads((tmp_path / "straight" / "results.json").read_text())
+    assert result["train"]["episodes"] == 32 and set(result["eval"]) >= {"qmix", "solo", "random", "full"}
+    state = checkpoint(tmp_path / "straight")["buffer"]["data"]
+    assert state["return_target"].any() and state["state"].shape[-1] > checkpoint(tmp_path / "straight")[
+        "buffer"]["data"]["obs"].shape[-1] * 3  # env state plus the privileged features
+
+
+def test_privileged_networks_do_not_fit_a_plain_run(tmp_path, capsys):
+    assert train(tmp_path / "rich", "--episodes", "8", "--set", "train.sim_batch=8",
+                 "--set", "learner.privileged_state=true") == 0
+    with pytest.raises(ConfigError, match="learner.privileged_state is True there and False here"):
+        train(tmp_path / "plain", "--episodes", "8", "--set", "train.sim_batch=8", "--init-from", str(tmp_path / "rich"))
+
+
+@pytest.mark.parametrize("sets, message", [
+    (["train.sim_batch=64", "train.episodes_in_flight=4"], "train.episodes_in_flight=4 with train.sim_batch=64"),
+    (["train.sim_batch=0", "learner.replicas=4"], "learner.replicas=4 needs the batched simulated team"),
+    (["train.sim_batch=0", "learner.privileged_state=true"], "learner.privileged_state=True needs the batched"),
+    (["train.sim_batch=-1"], "train.sim_batch=-1: must be an integer >= 0"),
+    (["learner.replicas=-2"], "learner.replicas=-2: must be an integer >= 0"),
+])
+def test_settings_that_cannot_go_together_are_named(sets, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_experiment(None, sets)
+
+
+def test_trace_out_needs_the_one_episode_loop(tmp_path):
+    with pytest.raises(ConfigError, match="--trace-out with train.sim_batch=8"):
+        train(tmp_path / "t", "--episodes", "8", "--set", "train.sim_batch=8", "--trace-out", str(tmp_path / "x.jsonl"))
