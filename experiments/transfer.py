@@ -29,22 +29,22 @@ import numpy as np
 
 import topo_env
 from learners.seeds import mean_and_se
+from topo_env.sim.explore import record_exploration
 from topo_env.sim.fit import fit, load_traces, write_profile
 from topo_env.sim.profiles import get_profile, with_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def record_traces(path: Path, profile: str, episodes: int, seed: int, pool: int) -> None:
-    """Episodes of random joint actions on tasks drawn from a pool of ``pool`` tasks, recorded."""
-    env = topo_env.parallel_env(profile=profile, rounds=2)
-    env.record(str(path))
-    rng = np.random.default_rng(seed)
-    for episode in range(episodes):
-        env.reset(seed=seed * 1_000_000 + episode, options={"task": int(rng.integers(pool))})
-        while env.agents:
-            env.step({a: int(rng.integers(6)) for a in env.agents})
-    env.close()
+def record_traces(path: Path, profile: str, episodes: int, seed: int, pool: int | None, rounds: int = 2) -> dict:
+    """Episodes of uniform random joint actions on a pool of ``pool`` train tasks (None: the recorder's
+    default) by the simulated team of ``profile``, recorded by
+    :func:`topo_env.sim.explore.record_exploration`, the sim-to-real route's recorder."""
+    env = topo_env.parallel_env(profile=profile, rounds=rounds)
+    try:
+        return record_exploration(env, path, episodes, seed, pool)
+    finally:
+        env.close()
 
 
 def perturbed(profile, seed: int):

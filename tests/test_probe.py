@@ -341,7 +341,9 @@ def test_end_to_end_with_the_local_smollm2(tmp_path, capsys):
     assert fit_main([str(out), "--out", str(profile_path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["episodes"] == len(records)  # 28 calls inform few parameters: the rest keep the base's values
-    assert {p["status"] for p in report["parameters"]} <= {"fitted", "kept from base"} and len(report["parameters"]) > 20
+    assert {p["status"] for p in report["parameters"]} <= {"fitted", "at bound", "not identified", "kept from base"}
+    assert len(report["parameters"]) > 20 and "check" in report  # no env episode to replay: the fixed topologies only
+    assert [r["topology"] for r in report["check"]["topologies"]] == ["solo", "full", "star", "debate"]
     env = topo_env.parallel_env(profile=str(profile_path))
     env.reset(seed=0)
     while env.agents:

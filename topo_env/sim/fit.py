@@ -7,14 +7,20 @@ Contract
 ``agents_llm/probe.py``), ``base`` a :class:`~topo_env.sim.profiles.SimProfile`. The result is a copy
 of ``base`` whose parameters the traces inform are replaced by their estimates; every other parameter
 keeps the base's value. ``report`` lists per parameter the value, its standard error (inverse Hessian
-of the negative log-likelihood, or the OLS / binomial formula), the number of calls that informed it
-and its status (``fitted`` or ``kept from base``), plus notes on what was estimated or assumed.
+or outer product of the scores of the negative log-likelihood, or the OLS / binomial formula), the
+number of calls that informed it and its status (``fitted``, ``at bound``, ``not identified`` or
+``kept from base``: :mod:`topo_env.sim.fit_report`), the covariance blocks of jointly fitted
+parameters, plus notes on what was estimated or assumed and, for each parameter on a bound or on a
+flat stretch of the likelihood, what calls would identify it.
 
-``python -m topo_env.sim.fit traces.jsonl [more.jsonl ...] --out profile.yaml [--base mmlu_pro] [--json]``
-writes the profile (:func:`~topo_env.sim.profiles.save_profile`; the env loads it with
-``profile: profile.yaml``) and prints the report as a table (``--json``: one JSON object). A missing
-file, a malformed line or traces without a usable call print one line naming the file, line and
-field and exit with status 2.
+:func:`fit_traces` (trace files and a base profile name, path or None) is the entry from Python: it
+adds the predictive check (:mod:`topo_env.sim.fit_check`: the fitted team on solo, full, star and
+debate, and replaying the recorded episodes) to the report. ``python -m topo_env.sim.fit traces.jsonl
+[more.jsonl ...] --out profile.yaml [--base mmlu_pro] [--json] [--seed 0] [--no-check]`` writes the
+profile (:func:`~topo_env.sim.profiles.save_profile`; the env loads it with ``profile: profile.yaml``)
+and prints the report and the check as tables (``--json``: one JSON object). A missing file, a
+malformed line, traces without a usable call or a bad base print one line naming the file, line and
+field (or the value) and exit with status 2.
 
 Which calls identify which parameters (adversaries' calls are left out of every behavioural part)
 --------------------------------------------------------------------------------------------------
@@ -27,35 +33,40 @@ Which calls identify which parameters (adversaries' calls are left out of every 
   episode, >= ``MIN_REPEATS`` times; else kept), debug_gain (when re-solves exist). Gauge: the
   frequency-weighted mean of the fitted subjects' b_s and the team-average skill per subject stay at
   the base's values (attempts only see the sum; the split shows only in the recognition term), so
-  the agents' differences per subject become explicit ``skills`` of the team's AgentModels.
-  Weak N(0, 2^2) priors on the subject levels and skill deviations keep cells with all-right
-  attempts finite. P(trap | wrong) = min(1, trap_base + trap_slope d): trap_base, trap_slope.
+  the agents' differences per subject become explicit ``skills`` of the team's AgentModels (shrunk
+  toward the team's mean by the empirical-Bayes factor 1 - mean SE^2 / mean deviation^2, also in the
+  recognition term of the updates; the report's ``skill_dev`` rows are unshrunk). Weak N(0, 2^2)
+  priors on the subject levels and skill deviations keep cells with all-right attempts finite.
+  P(trap | wrong) = min(1, trap_base + trap_slope d): trap_base, trap_slope (standard errors from the
+  outer product of the scores: an attempt past the corner where the probability reaches 1 tells nothing).
 * **Updates** (messages shown): the Gumbel-max choice is a softmax over the labels on the table,
   scores S(a) / tau. w_commit is the scale (kept); w_fresh, w_peer, rho, rho_v, theta, theta_v, tau
   are fitted jointly. A committed own answer's weight is observed; a fresh one's (w_fresh c_att) is
   not: its label and confidence are integrated out, with P(att correct) the posterior predictive of
   the attempt fit given the task's observed attempts (a composite likelihood: several fresh update
   calls of one task are treated as independent given those attempts). Each subject with at least
-  ``MIN_SUBJECT_CALLS`` update calls also gets its verifiability v_s (alternating: globals with v held,
-  v with globals held, twice). (rho, rho_v, theta, theta_v) and an affine map of v are confounded, so
-  when every subject on the tables is fitted the result is moved, at equal likelihood, to the v with
-  the base's weighted mean and unit regression slope on the base's v; standard errors come from the
-  joint Hessian of the globals and the v in the directions keeping those two constraints (finite
-  differences wide enough to average over the corners of max(0, .)).
+  ``MIN_SUBJECT_CALLS`` update calls (and at least ``MIN_V_SUBJECTS`` such subjects) also gets its
+  verifiability v_s; the update calls of the other subjects are left out. The likelihood is not
+  concave (max(0, .) has plateaus): :func:`topo_env.sim.fit_updates.fit_updates` searches from a free
+  per-subject fit, the base and seeded random starts, reports the best and how many reached it, tests
+  the model's linear-in-v form against the free fit, and puts the v in the base's gauge (weighted mean
+  and spread); standard errors from the outer product of the per-task scores.
 * **Drift** (committed answer, no message): drift_cw = share of committed right answers that turn
   wrong, drift_wc = share of committed wrong answers that turn right.
 * **Confidence**: OLS of logit(confidence) on [right], [wrong], support - 1/2 -> mu_correct,
   mu_wrong, kappa; sigma_conf the residual SD. Support is computed exactly as the model does, so
   only calls whose raw weights are observed count: attempts (support 1), committed calls, and the
   decision node.
-* **Decision node**: softmax likelihood over the finals' labels -> decide_tau, contradicted_weight
-  (the latter only when a final that passed verification is contradicted).
+* **Decision node**: softmax likelihood over the finals' labels -> decide_tau (>= 0.01: below, the vote
+  is deterministic and the bound is reported), contradicted_weight (only when a final that passed
+  verification is contradicted).
 * **Verifier** (verified calls: round field ``verify``): verify_pass_correct, verify_detect (from
   wrong answers other than the trap) and, for
   the python verifier, p_wrote_code as rates.
 * **Tokens**: content = completion - reasoning: log content_mean = mean of log(content / f_role);
   reasoning: nonlinear least squares of log(reasoning) on log(reason_mean verbosity (0.6 + 0.8 d)
-  (f + conflict share)) with f in {1, revisit, reemit, decide_factor}; prompt = sys + task + sum over
+  (f + conflict share)) with f in {1, revisit, reemit, decide_factor} and, where the decision node
+  (verbosity 1) anchors the scale, every agent's verbosity; prompt = sys + task + sum over
   inputs (header + content + verdict tokens) by linear least squares (task fixed effects when the
   task's prompt tokens are unknown, leaving sys_tokens kept); task_tokens_mean, diff_a, diff_b from
   the tasks' metadata where present.
@@ -67,8 +78,9 @@ ranked by frequency to place them on the Zipf labels; answers not on the table o
 decision cannot come from the model and those calls are skipped. The report says each of these.
 
 Tolerances held by ``tests/test_fit.py`` (3000 two-round episodes of random actions over a pool of
-1000 tasks of a known mmlu_pro-like profile, fitted from a base with every checked parameter moved):
-each checked parameter within 3 standard errors of the truth *and* within its absolute tolerance:
+1000 tasks of a known mmlu_pro-like profile, fitted from a base with every checked parameter moved
+outside its tolerance, the verifiabilities rotated among the subjects): each checked parameter
+within 3 standard errors of the truth (in the fit's gauge) *and* within its absolute tolerance:
 alpha 0.3, beta 1.2, task_spread 0.35, trap_base 0.08, trap_slope 0.15, w_fresh 0.2, w_peer 0.08,
 rho 0.3, rho_v 0.5, theta 0.3, theta_v 0.6, tau 0.08, drift_cw 0.02, drift_wc 0.03, mu_correct /
 mu_wrong 0.08, kappa 0.25, sigma_conf 0.05, decide_tau 0.06, content_mean 7.5 tokens, reason_mean 40
@@ -90,8 +102,13 @@ from typing import Any
 
 import numpy as np
 
-from topo_env.cli import OneLineParser, RunError, format_table, run_main
-from topo_env.config import ConfigError
+from topo_env.cli import OneLineParser, RunError, run_main
+from topo_env.config import ConfigError, EnvConfig
+from topo_env.sim.fit_stats import gauss_hermite, hessian, log_sig, lse, one_blas_thread, sig, std_errors
+from topo_env.sim.fit_report import FITTED, Report, format_report
+from topo_env.sim.fit_updates import (
+    BOUNDS, MIN_V_SUBJECTS, UPDATE_PARAMS, Gauge, UpdateFit, UpdateModel, fit_updates,
+)
 from topo_env.sim.model import verdict_factor
 from topo_env.traces import TraceError, read_traces
 from topo_env.sim.profiles import (
@@ -100,12 +117,13 @@ from topo_env.sim.profiles import (
 
 PROG = "python -m topo_env.sim.fit"
 MIN_REPEATS = 50  # (episode, agent) pairs with two attempts needed to fit blind_spread
-MIN_SUBJECT_CALLS = 300  # update calls of a subject needed to fit its verifiability
+MIN_SUBJECT_CALLS = 60  # update calls of a subject needed to fit its verifiability (fewer: left out, v kept)
 MIN_CELL_ATTEMPTS = 20  # attempts of an (agent, subject) needed to fit the agent's skill there
 MIN_CALLS = 30  # calls needed to fit any other part
 PRIOR_SD = 2.0
 N_Z, N_U, N_C = 16, 6, 6  # Gauss-Hermite nodes: task latent, blind spot, attempt confidence
 DEFAULT_BASE = {"reasoning": "mmlu_pro", "code": "humaneval", "math": "aime25"}
+DECISION_BOUNDS = ((1e-2, 10.0), (0.0, 5.0))  # decide_tau (below 0.01 the vote is deterministic), contradicted_weight
 
 
 class FitError(ConfigError):
@@ -315,6 +333,8 @@ class Data:
                     verdict=int(c["verdict"] or 0), verified=bool(i < len(verify) and verify[i]),
                     prompt=c["prompt_tokens"], completion=c["completion_tokens"], reasoning=c["reasoning_tokens"]))
         dec = rec["decision"]
+        if dec.get("called") is False:  # a probe episode without a decision (agents_llm.probe)
+            return
         conf = dec["confidence"]
         self.decisions.append(Call(
             ep=e, task=j, agent=-1, role="decider", round=len(rec["rounds"]), adversary=False, prev=None,
@@ -339,98 +359,6 @@ class Data:
         self.notes.append(f"{len(missing)} task(s) have no difficulty: estimated from their attempts' accuracy "
                           f"(rank mapped to the base's Beta({base.diff_a:g}, {base.diff_b:g}) quantiles); beta and "
                           "task_spread then describe the residual after that estimate")
-
-
-# ---------------------------------------------------------------------------------------------
-# helpers
-
-
-def _sig(x):
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-def _log_sig(x):
-    return -np.logaddexp(0.0, -x)
-
-
-def _lse(x: np.ndarray, axis: int) -> np.ndarray:
-    """log(sum(exp(x))) along ``axis`` (-inf entries allowed; faster than np.logaddexp.reduce)."""
-    m = np.max(x, axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    return np.log(np.sum(np.exp(x - m), axis=axis)) + np.squeeze(m, axis=axis)
-
-
-def _gh(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Gauss-Hermite nodes and log weights for E[f(Z)], Z ~ N(0, 1)."""
-    x, w = np.polynomial.hermite_e.hermegauss(n)
-    return x, np.log(w / w.sum())
-
-
-def _hessian(fun, x: np.ndarray, step: float = 1e-4) -> np.ndarray:
-    """Central-difference Hessian of a scalar function (or Jacobian of a gradient when ``fun``
-    returns (value, grad))."""
-    k = len(x)
-    h = np.zeros((k, k))
-    probe = fun(x)
-    if isinstance(probe, tuple):  # forward differences of the analytic gradient
-        for a in range(k):
-            e = np.zeros(k)
-            e[a] = step * max(1.0, abs(x[a]))
-            h[a] = (fun(x + e)[1] - probe[1]) / e[a]
-        return (h + h.T) / 2
-    f0 = probe
-    steps = np.array([step * 10 * max(1.0, abs(v)) for v in x])
-    for a in range(k):
-        for b in range(a, k):
-            ea, eb = np.zeros(k), np.zeros(k)
-            ea[a], eb[b] = steps[a], steps[b]
-            if a == b:
-                val = (fun(x + ea) - 2 * f0 + fun(x - ea)) / steps[a] ** 2
-            else:
-                val = (fun(x + ea + eb) - fun(x + ea - eb) - fun(x - ea + eb) + fun(x - ea - eb)) / (4 * steps[a] * steps[b])
-            h[a, b] = h[b, a] = val
-    return h
-
-
-def _std_errors(h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    try:
-        cov = np.linalg.pinv(h)
-    except np.linalg.LinAlgError:
-        cov = np.full_like(h, np.nan)
-    se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-    se[~np.isfinite(se)] = np.nan
-    return se, cov
-
-
-class Report:
-    """Per-parameter results and notes."""
-
-    def __init__(self, base: SimProfile):
-        self.base = base
-        self.rows: dict[str, dict] = {}
-        self.notes: list[str] = []
-
-    def set(self, name: str, value: float, se: float | None, n: int, what: str = "", base=None) -> None:
-        base_value = _base_value(self.base, name) if base is None else float(base)
-        self.rows[name] = {"parameter": name, "value": float(value), "se": None if se is None or not np.isfinite(se)
-                           else float(se), "calls": int(n), "status": "fitted", "base": base_value, "from": what}
-
-    def keep(self, name: str, n: int, why: str) -> None:
-        self.rows[name] = {"parameter": name, "value": _base_value(self.base, name), "se": None, "calls": int(n),
-                           "status": "kept from base", "base": _base_value(self.base, name), "from": why}
-
-    def value(self, name: str) -> float:
-        return self.rows[name]["value"]
-
-    def as_dict(self) -> dict:
-        return {"base": self.base.name, "parameters": list(self.rows.values()), "notes": self.notes}
-
-
-def _base_value(base: SimProfile, name: str):
-    if hasattr(base, name):
-        v = getattr(base, name)
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -514,8 +442,8 @@ class AttemptModel:
         if not self.fit_debug:
             off += base.debug_gain * self.failed
         self.offset = off
-        self.zx, self.lwz = _gh(N_Z)
-        self.ux, self.lwu = _gh(N_U)
+        self.zx, self.lwz = gauss_hermite(N_Z)
+        self.ux, self.lwu = gauss_hermite(N_U)
         self.k_lin = X.shape[1]
         self.prior = np.zeros(len(self.names))
         self.prior[:k_sub + k_dev] = 1.0 / PRIOR_SD ** 2
@@ -538,11 +466,11 @@ class AttemptModel:
         eta0 = self.X @ coef + self.offset
         e = eta0[:, None, None] + ts * self.zx[None, :, None] + bs * self.ux[None, None, :]
         y = self.y[:, None, None]
-        lp = _log_sig(self.sign[:, None, None] * e)
+        lp = log_sig(self.sign[:, None, None] * e)
         LG = np.add.reduceat(lp, self.g_start, axis=0)  # (G, Qz, Qu)
-        lg = _lse(LG + self.lwu[None, None, :], axis=2)  # (G, Qz)
+        lg = lse(LG + self.lwu[None, None, :], axis=2)  # (G, Qz)
         LT = np.add.reduceat(lg, self.t_start, axis=0)  # (T, Qz)
-        ll_t = _lse(LT + self.lwz[None, :], axis=1)
+        ll_t = lse(LT + self.lwz[None, :], axis=1)
         pm = self._prior_mean(theta)
         f = -ll_t.sum() + 0.5 * np.sum(self.prior * (theta - pm) ** 2)
         if not grad:
@@ -550,7 +478,7 @@ class AttemptModel:
         piz = np.exp(LT + self.lwz[None, :] - ll_t[:, None])  # (T, Qz)
         piu = np.exp(LG + self.lwu[None, None, :] - lg[:, :, None])  # (G, Qz, Qu)
         W = piz[self.t_of_g][self.g_of][:, :, None] * piu[self.g_of]
-        r = W * (y - _sig(e))
+        r = W * (y - sig(e))
         g_eta = r.sum(axis=(1, 2))
         g_lin = self.X.T @ g_eta
         g_ts = np.einsum("kqm,q->", r, self.zx)
@@ -570,13 +498,13 @@ class AttemptModel:
                              [self.base.beta, max(self.base.task_spread, 0.3)],
                              [max(self.base.blind_spread, 0.3)] if self.fit_blind else [],
                              [self.base.debug_gain] if self.fit_debug else []])
-        bounds = [(-15, 15)] * (k_sub + len(self.fit_dev)) + [(-30, 30), (1e-3, 8)] + (
+        self.bounds = bounds = [(-15, 15)] * (k_sub + len(self.fit_dev)) + [(-30, 30), (1e-3, 8)] + (
             [(1e-3, 8)] if self.fit_blind else []) + ([(-5, 5)] if self.fit_debug else [])
         res = minimize(lambda t: self.nll(t), x0, jac=True, method="L-BFGS-B", bounds=bounds,
                        options={"maxiter": 500})
         self.theta = res.x
-        h = _hessian(lambda t: self.nll(t), res.x, step=1e-5)
-        self.se, self.cov = _std_errors(h)
+        h = hessian(lambda t: self.nll(t), res.x, step=1e-5)
+        self.se, self.cov = std_errors(h)
         return res
 
     def predictive(self, calls: list[Call]) -> np.ndarray:
@@ -584,12 +512,12 @@ class AttemptModel:
         coef, ts, bs = self._unpack(self.theta)
         eta0 = self.X @ coef + self.offset
         e = eta0[:, None, None] + ts * self.zx[None, :, None] + bs * self.ux[None, None, :]
-        lp = _log_sig(self.sign[:, None, None] * e)
+        lp = log_sig(self.sign[:, None, None] * e)
         LG = np.add.reduceat(lp, self.g_start, axis=0)
-        lg = _lse(LG + self.lwu[None, None, :], axis=2)
+        lg = lse(LG + self.lwu[None, None, :], axis=2)
         LT = np.add.reduceat(lg, self.t_start, axis=0)
         post = LT + self.lwz[None, :]
-        post = np.exp(post - _lse(post, axis=1)[:, None])
+        post = np.exp(post - lse(post, axis=1)[:, None])
         row_of_task = {int(t): r for r, t in enumerate(self.task_ids)}
         prior = np.exp(self.lwz)
         out = np.empty(len(calls))
@@ -600,7 +528,7 @@ class AttemptModel:
             eta = (levels[s] + skills[c.agent, s] + self.base.roles.get(c.role, (0.0, 1.0, 1.0))[0]
                    - self.beta() * (d - 0.5) + (self.debug_gain() if c.failed else 0.0))
             w = post[row_of_task[c.task]] if c.task in row_of_task else prior
-            p = _sig(eta + ts * self.zx[:, None] + bs * self.ux[None, :]) @ np.exp(self.lwu)
+            p = sig(eta + ts * self.zx[:, None] + bs * self.ux[None, :]) @ np.exp(self.lwu)
             out[k] = float(w @ p)
         return out
 
@@ -611,16 +539,28 @@ class AttemptModel:
         lev[self.fit_sub] = self.theta[:len(self.fit_sub)]
         return lev
 
-    def skill_matrix(self) -> np.ndarray:
-        """k_is: the base's team-average skill per subject plus the fitted deviations."""
+    def skill_matrix(self, shrink: float = 1.0) -> np.ndarray:
+        """k_is: the base's team-average skill per subject plus the fitted deviations, times ``shrink``."""
         dev = self.base_dev.copy()
         k_sub = len(self.fit_sub)
         for s in self.dev_subjects:
             dev[:, s] = 0.0
         for k, (i, s) in enumerate(self.fit_dev):
-            dev[i, s] = self.theta[k_sub + k]
-            dev[-1, s] -= self.theta[k_sub + k]
+            dev[i, s] = shrink * self.theta[k_sub + k]
+            dev[-1, s] -= shrink * self.theta[k_sub + k]
         return self.kbar[None, :] + dev
+
+    def shrinkage(self) -> float:
+        """The empirical-Bayes factor for the fitted skill deviations: 1 - mean(SE^2) / mean(dev^2), in [0, 1]
+        (the share of their spread that is not estimation noise). Shrunk deviations predict an agent's
+        attempts on new tasks better, and inside the recognition term max(0, . + skill) unshrunk noise
+        would raise the recognition on average (the fit would bend rho, rho_v and the v to cancel it)."""
+        k_sub = len(self.fit_sub)
+        dev = self.theta[k_sub:k_sub + len(self.fit_dev)]
+        se = self.se[k_sub:k_sub + len(self.fit_dev)]
+        if not len(dev) or not np.isfinite(se).all() or not (dev ** 2).mean() > 0:
+            return 1.0
+        return float(np.clip(1.0 - (se ** 2).mean() / (dev ** 2).mean(), 0.0, 1.0))
 
     def beta(self) -> float:
         return float(self.theta[len(self.fit_sub) + len(self.fit_dev)])
@@ -646,260 +586,17 @@ def fit_trap(data: Data, calls: list[Call], base: SimProfile, report: Report) ->
 
     res = minimize(nll, np.array([base.trap_base, base.trap_slope]), method="Nelder-Mead",
                    options={"xatol": 1e-6, "fatol": 1e-8, "maxiter": 2000})
-    se, _ = _std_errors(_hessian(nll, res.x, step=1e-4))
+    # standard errors from the outer product of the scores: a wrong attempt on a task hard enough that
+    # P(trap | wrong) reaches 1 carries no information (the Hessian of the clipped likelihood would
+    # read its corner as curvature)
+    p = res.x[0] + res.x[1] * d
+    inside = (p > 1e-6) & (p < 1 - 1e-6)
+    score = np.where(inside, y / np.clip(p, 1e-6, None) - (1 - y) / np.clip(1 - p, 1e-6, None), 0.0)
+    scores = np.column_stack([score, score * d])
+    se, cov = std_errors(scores.T @ scores)
     report.set("trap_base", res.x[0], se[0], len(wrong), "wrong attempts: trap or not")
     report.set("trap_slope", res.x[1], se[1], len(wrong), "wrong attempts: trap or not")
-
-
-# ---------------------------------------------------------------------------------------------
-# updates
-
-
-UPDATE_PARAMS = ("w_fresh", "w_peer", "rho", "rho_v", "theta", "theta_v", "tau")
-
-
-class UpdateModel:
-    """Softmax likelihood of the update calls (committed own answer exact, fresh one integrated out)."""
-
-    def __init__(self, data: Data, base: SimProfile, calls: list[Call], p_right: np.ndarray, skills: np.ndarray,
-                 mu: tuple[float, float, float]):
-        self.base = base
-        self.calls = calls
-        n = len(calls)
-        L = max(len({m.label for m in c.msgs} | ({c.prev.label} if c.committed else set())) for c in calls) + 1
-        self.L = L
-        self.peer = np.zeros((n, L))
-        self.own = np.zeros((n, L))
-        self.valid = np.zeros((n, L), dtype=bool)
-        self.rec_slot = np.zeros((n, L))
-        self.pull_slot = np.zeros((n, L))
-        self.ans = np.zeros(n, dtype=int)
-        self.fresh = np.zeros(n, dtype=bool)
-        self.subject = np.array([data.subject_of[c.task] for c in calls])
-        self.d = np.array([data.difficulty[c.task] for c in calls])
-        self.rec_fac = np.array([base.roles.get(c.role, (0.0, 1.0, 1.0))[1] for c in calls])
-        self.skill = np.array([skills[c.agent, data.subject_of[c.task]] for c in calls])
-        rows_call, rows_slot, rows_prior, rows_mu = [], [], [], []
-        zipf = np.array([k ** -base.wrong_zipf for k in range(1, max(base.n_wrong, 2))])
-        zipf = zipf / zipf.sum()
-
-        def p_att(label: int, p: float, q: float) -> float:
-            if label == 0:
-                return p
-            if label == 1:
-                return (1 - p) * q
-            return (1 - p) * (1 - q) * (zipf[label - 2] if label - 2 < len(zipf) else 1e-6)
-
-        for k, c in enumerate(calls):
-            d = self.d[k]
-            q = min(1.0, base.trap_base + base.trap_slope * d)
-            vf = lambda m: base.verdict_pass_weight if m.verdict == 1 else (base.verdict_fail_weight if m.verdict == -1 else 1.0)
-            shown = sorted({m.label for m in c.msgs})
-            labels = sorted(set(shown) | ({c.prev.label} if c.committed else set()))
-            slot = {a: s for s, a in enumerate(labels)}
-            self.valid[k, :len(labels)] = True
-            for m in c.msgs:
-                self.peer[k, slot[m.label]] += m.conf * vf(m)
-            if 0 in shown:
-                self.rec_slot[k, slot[0]] = 1.0
-            if 1 in shown:
-                self.pull_slot[k, slot[1]] = 1.0
-            if c.committed:
-                self.own[k, slot[c.prev.label]] = base.w_commit * c.prev.conf * vf(c.prev)
-                self.ans[k] = slot[c.label]
-                continue
-            self.fresh[k] = True
-            new = L - 1
-            if c.label in slot:
-                self.ans[k] = slot[c.label]
-                total = 0.0
-                for a in shown:
-                    pr = p_att(a, p_right[k], q)
-                    total += pr
-                    rows_call.append(k), rows_slot.append(slot[a]), rows_prior.append(pr), rows_mu.append(a == 0)
-                pr0 = p_right[k] if 0 not in slot else 0.0
-                if pr0 > 0:
-                    rows_call.append(k), rows_slot.append(new), rows_prior.append(pr0), rows_mu.append(True)
-                rest = max(0.0, 1.0 - total - pr0)
-                if rest > 0:
-                    rows_call.append(k), rows_slot.append(new), rows_prior.append(rest), rows_mu.append(False)
-            else:  # the answer is none of the shown ones: it is the agent's own attempt
-                self.ans[k] = new
-                rows_call.append(k), rows_slot.append(new), rows_prior.append(max(p_att(c.label, p_right[k], q), 1e-12))
-                rows_mu.append(c.label == 0)
-        self.r_call = np.array(rows_call, dtype=int)  # rows are in call order
-        self.r_starts = np.flatnonzero(np.r_[True, self.r_call[1:] != self.r_call[:-1]]) if len(rows_call) else None
-        self.r_group = np.cumsum(np.r_[True, self.r_call[1:] != self.r_call[:-1]]) - 1 if len(rows_call) else None
-        self.r_slot = np.array(rows_slot, dtype=int)
-        self.r_logprior = np.log(np.clip(np.array(rows_prior), 1e-300, None))
-        mu_c, mu_w, sd = mu
-        x, lw = _gh(N_C)
-        mus = np.where(np.array(rows_mu, dtype=bool), mu_c, mu_w)
-        self.r_c = _sig(mus[:, None] + sd * x[None, :]) if len(rows_mu) else np.zeros((0, N_C))
-        self.lw_c = lw
-        self.fresh_idx = np.flatnonzero(self.fresh)
-        self.comm_idx = np.flatnonzero(~self.fresh)
-        self.v = np.zeros(len(data.subjects))
-        self.v[:len(base.subjects)] = base.verifiability
-        self.n_fresh, self.n_committed = int(self.fresh.sum()), int((~self.fresh).sum())
-
-    def scores(self, t: np.ndarray, v: np.ndarray) -> np.ndarray:
-        w_fresh, w_peer, rho, rho_v, theta, theta_v, tau = t
-        vs = v[self.subject]
-        rec = np.maximum(0.0, np.maximum(0.0, rho + rho_v * vs) * (1.0 - self.base.rho_d * self.d) * self.rec_fac
-                         + self.skill)
-        pull = np.maximum(0.0, theta - theta_v * vs) * self.d
-        return self.own + w_peer * self.peer + self.rec_slot * rec[:, None] + self.pull_slot * pull[:, None]
-
-    def loglik_calls(self, t: np.ndarray, v: np.ndarray | None = None) -> np.ndarray:
-        v = self.v if v is None else v
-        tau = t[6]
-        S = self.scores(t, v)
-        out = np.zeros(len(self.calls))
-        # committed: exact softmax over the table
-        Sc = np.where(self.valid, S, -np.inf)[self.comm_idx] / tau
-        out[self.comm_idx] = Sc[np.arange(len(self.comm_idx)), self.ans[self.comm_idx]] - _lse(Sc, axis=1)
-        if len(self.r_call):
-            base_rows = np.where(self.valid, S, -np.inf)[self.r_call]  # (R, L)
-            Sr = np.repeat(base_rows[:, None, :], self.r_c.shape[1], axis=1)  # (R, Qc, L)
-            Sr[np.arange(len(self.r_call)), :, self.r_slot] = np.where(
-                self.r_slot[:, None] == self.L - 1, 0.0, Sr[np.arange(len(self.r_call)), :, self.r_slot])
-            Sr[np.arange(len(self.r_call)), :, self.r_slot] += t[0] * self.r_c
-            Sr = Sr / tau
-            ans = self.ans[self.r_call]
-            lp = Sr[np.arange(len(self.r_call)), :, ans] - _lse(Sr, axis=2)  # (R, Qc)
-            lrow = _lse(lp + self.lw_c[None, :], axis=1) + self.r_logprior
-            m = np.maximum.reduceat(lrow, self.r_starts)
-            m = np.where(np.isfinite(m), m, 0.0)
-            out[self.r_call[self.r_starts]] = np.log(np.add.reduceat(np.exp(lrow - m[self.r_group]), self.r_starts)) + m
-        return out
-
-    def nll(self, t, v=None):
-        if t[6] <= 1e-4:
-            return 1e12
-        return -self.loglik_calls(t, v).sum()
-
-    def fit(self, x0: np.ndarray, fit_fresh: bool, errors: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        from scipy.optimize import minimize
-
-        free = [k for k in range(7) if fit_fresh or k != 0]
-
-        def f(x):
-            t = x0.copy()
-            t[free] = x
-            return self.nll(t)
-
-        bounds = [(0.0, 20.0), (0.0, 20.0), (-10, 10), (-10, 10), (-10, 10), (-10, 10), (1e-3, 20.0)]
-        x = x0[free]
-        for _ in range(2):  # a restart from the optimum: the scores have kinks (max(0, .))
-            res = minimize(f, x, method="L-BFGS-B", bounds=[bounds[k] for k in free],
-                           options={"maxiter": 1000, "ftol": 1e-13, "gtol": 1e-8, "eps": 1e-7})
-            x = res.x
-        t = x0.copy()
-        t[free] = x
-        se = np.full(7, np.nan)
-        if errors:
-            se[free] = _std_errors(_hessian(f, x, step=1e-4))[0]
-        return t, se
-
-    def joint_errors(self, t: np.ndarray, subjects: list[int], weights: np.ndarray, vb: np.ndarray, free: list[int],
-                     project: bool):
-        """Standard errors of the globals and the fitted verifiabilities from their joint Hessian.
-
-        (rho, rho_v, theta, theta_v) and an affine map of v are confounded; with ``project`` (every
-        subject on the tables has its v fitted) the fit is first moved, without changing its likelihood,
-        to the point whose fitted v have the base's weighted mean and unit weighted regression slope on the
-        base's v, and the Hessian is taken in the directions that keep those two constraints."""
-        sel = np.array(subjects)
-        w = weights / weights.sum()
-        note = None
-        if project:
-            v = self.v[sel]
-            m = float(w @ vb)
-            cov = float(w @ ((v - w @ v) * (vb - m)))
-            var = float(w @ ((vb - m) ** 2))
-            if cov > 1e-9 and var > 1e-9:
-                a = var / cov
-                b = m - a * float(w @ v)
-                self.v = a * self.v + b
-                t = t.copy()
-                t[3], t[5] = t[3] / a, t[5] / a
-                t[2], t[4] = t[2] - t[3] * b, t[4] + t[5] * b
-                note = ("the fitted verifiabilities are scaled to the base's weighted mean and spread (rho, rho_v, "
-                        "theta, theta_v and an affine map of v are not separately identified)")
-            else:
-                project = False
-        n_sub = len(self.v)
-        k = len(free)
-
-        def per_subject(tt: np.ndarray, dv: float) -> np.ndarray:
-            v = self.v.copy()
-            v[sel] += dv
-            return -np.bincount(self.subject, weights=self.loglik_calls(tt, v), minlength=n_sub)[sel]
-
-        def with_free(x):
-            tt = t.copy()
-            tt[free] = x
-            return tt
-
-        x0 = t[free]
-        # steps wide enough to average over the corners of max(0, .) (a fitted v can sit on one)
-        hg = np.array([1e-2 * max(1.0, abs(v)) for v in x0])
-        hv = 2e-2
-        f0 = per_subject(t, 0.0)
-        H = np.zeros((k + len(sel), k + len(sel)))
-        H[:k, :k] = _hessian(lambda x: float(per_subject(with_free(x), 0.0).sum()), x0, step=1e-3)
-        for a in range(k):
-            e = np.zeros(k)
-            e[a] = hg[a]
-            pp, pm = per_subject(with_free(x0 + e), hv), per_subject(with_free(x0 + e), -hv)
-            mp, mm = per_subject(with_free(x0 - e), hv), per_subject(with_free(x0 - e), -hv)
-            H[a, k:] = H[k:, a] = (pp - pm - mp + mm) / (4 * hg[a] * hv)
-        H[k:, k:] = np.diag((per_subject(t, hv) - 2 * f0 + per_subject(t, -hv)) / hv ** 2)
-        if project:  # directions keeping sum w (v - vb) = 0 and sum w (v - vb)(vb - m) = 0
-            C = np.vstack([w, w * (vb - w @ vb)])
-            _, _, vt = np.linalg.svd(C)
-            B = vt[2:].T
-            J = np.zeros((k + len(sel), k + B.shape[1]))
-            J[:k, :k] = np.eye(k)
-            J[k:, k:] = B
-            _, cov_r = _std_errors(J.T @ H @ J)
-            cov = J @ cov_r @ J.T
-        else:
-            _, cov = _std_errors(H)
-        se_all = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-        se = np.full(7, np.nan)
-        se[free] = se_all[:k]
-        return t, se, se_all[k:], note
-
-    def fit_verifiability(self, t: np.ndarray, subjects: list[int]) -> dict[int, tuple[float, float, int]]:
-        """v_s per subject in ``subjects`` with ``t`` held: a golden-section search on [-1, 1] run for
-        all subjects at once (each subject's likelihood depends only on its own v_s)."""
-        n_sub = len(self.v)
-        sel = np.array(subjects)
-
-        def per_subject(x: np.ndarray) -> np.ndarray:
-            v = self.v.copy()
-            v[sel] = x
-            return -np.bincount(self.subject, weights=self.loglik_calls(t, v), minlength=n_sub)[sel]
-
-        g = (math.sqrt(5) - 1) / 2
-        a, b = np.full(len(sel), -1.0), np.full(len(sel), 1.0)
-        c, d = b - g * (b - a), a + g * (b - a)
-        fc, fd = per_subject(c), per_subject(d)
-        for _ in range(26):  # the bracket shrinks to 2 * 0.618^26 ~ 7e-6
-            left = fc < fd  # the minimum lies in [a, d]: d <- c, new c; else [c, b]: c <- d, new d
-            b, a = np.where(left, d, b), np.where(left, a, c)
-            new = np.where(left, b - g * (b - a), a + g * (b - a))
-            f_new = per_subject(new)
-            c, d, fc, fd = (np.where(left, new, d), np.where(left, c, new), np.where(left, f_new, fd),
-                            np.where(left, fc, f_new))
-        x = (a + b) / 2
-        h = 1e-3
-        curv = (per_subject(x + h) - 2 * per_subject(x) + per_subject(x - h)) / h ** 2
-        counts = np.bincount(self.subject, minlength=n_sub)[sel]
-        return {int(s): (float(x[k]), float(1 / math.sqrt(curv[k])) if curv[k] > 0 else float("nan"), int(counts[k]))
-                for k, s in enumerate(sel)}
+    report.block(["trap_base", "trap_slope"], cov)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -947,10 +644,11 @@ def fit_confidence(p: SimProfile, calls: list[Call], w_peer: float, contradicted
     dof = max(len(y) - len(identified), 1)
     s2 = float(resid @ resid / dof)
     cov = s2 * np.linalg.pinv(X[:, identified].T @ X[:, identified])
-    coef, se = np.full(3, np.nan), np.full(3, np.nan)
+    coef, se, cov3 = np.full(3, np.nan), np.full(3, np.nan), np.full((3, 3), np.nan)
     coef[identified], se[identified] = beta, np.sqrt(np.diag(cov))
+    cov3[np.ix_(identified, identified)] = cov
     n_each = [int(X[:, 0].sum()), int(X[:, 1].sum()), len(y)]
-    return coef, se, math.sqrt(s2), math.sqrt(s2 / (2 * dof)), n_each
+    return coef, se, math.sqrt(s2), math.sqrt(s2 / (2 * dof)), n_each, cov3
 
 
 def fit_decision(p: SimProfile, decisions: list[Call], report: Report) -> None:
@@ -967,8 +665,6 @@ def fit_decision(p: SimProfile, decisions: list[Call], report: Report) -> None:
 
     def ll(t):
         tau, cw = t[0], (t[1] if fit_cw else p.contradicted_weight)
-        if tau <= 1e-4:
-            return 1e12
         total = 0.0
         for c in usable:
             passed = {m.label for m in c.msgs if m.verdict == 1}
@@ -977,15 +673,18 @@ def fit_decision(p: SimProfile, decisions: list[Call], report: Report) -> None:
                 trust = cw if (m.verdict != 1 and any(a != m.label for a in passed)) else 1.0
                 score[m.label] += m.conf * verdict_factor(p, m.verdict) * trust
             s = np.array(list(score.values())) / tau
-            total += score[c.label] / tau - _lse(s, axis=0)
+            total += score[c.label] / tau - lse(s, axis=0)
         return -total
 
-    x0 = np.array([max(p.decide_tau, 0.05)] + ([p.contradicted_weight] if fit_cw else []))
-    res = minimize(ll, x0, method="Nelder-Mead", options={"xatol": 1e-6, "fatol": 1e-8})
-    se, _ = _std_errors(_hessian(ll, res.x, step=1e-4))
-    report.set("decide_tau", res.x[0], se[0], len(usable), "decisions: softmax over the finals' labels")
+    bounds = DECISION_BOUNDS[:2 if fit_cw else 1]
+    x0 = np.clip([max(p.decide_tau, 0.05)] + ([p.contradicted_weight] if fit_cw else []), *zip(*bounds))
+    res = minimize(ll, x0, method="L-BFGS-B", bounds=bounds, options={"ftol": 1e-12, "gtol": 1e-8})
+    se, _ = std_errors(hessian(ll, res.x, step=1e-4))
+    report.set("decide_tau", res.x[0], se[0], len(usable), "decisions: softmax over the finals' labels",
+               bounds=bounds[0])
     if fit_cw:
-        report.set("contradicted_weight", res.x[1], se[1], len(contradicted_calls), "decisions with a passed final")
+        report.set("contradicted_weight", res.x[1], se[1], len(contradicted_calls), "decisions with a passed final",
+                   bounds=bounds[1])
     else:
         report.keep("contradicted_weight", len(contradicted_calls), "no decision with a final that passed verification")
 
@@ -1039,7 +738,7 @@ def fit_tokens(data: Data, p: SimProfile, calls: list[Call], verbosity: np.ndarr
                    f"log content tokens (residual SD {a.std(ddof=1):.3f}; model 0.3)")
     else:
         report.keep("content_mean", len(rows), "too few calls with content tokens")
-    # reasoning
+    # reasoning: log(reasoning) = log(reason_mean verbosity_i (0.6 + 0.8 d) (f + conflict share)) + noise
     cat_names = ("revisit", "reemit", "decide_factor")
     X = []
     for c in calls:
@@ -1048,38 +747,50 @@ def fit_tokens(data: Data, p: SimProfile, calls: list[Call], verbosity: np.ndarr
         inputs = _inputs(c)
         share = sum(x.label != c.label for x in inputs) / len(inputs) if inputs else 0.0
         if c.decision:
-            cat, verb = 3, 1.0
-        elif not c.committed:
-            cat, verb = 0, verbosity[c.agent]
+            cat, verb, agent = 3, 1.0, -1
         else:
-            cat, verb = (1 if c.msgs else 2), verbosity[c.agent]
+            cat, verb, agent = (0 if not c.committed else 1 if c.msgs else 2), verbosity[c.agent], c.agent
         d = data.difficulty[c.task]
-        X.append((cat, share, math.log(c.reasoning) - math.log(verb * (0.6 + 0.8 * d))))
+        X.append((cat, share, math.log(c.reasoning) - math.log(verb * (0.6 + 0.8 * d)), agent))
     cats_present = {k for k in (1, 2, 3) if sum(x[0] == k for x in X) >= MIN_CALLS}
     has_fresh = sum(x[0] == 0 for x in X) >= MIN_CALLS
     has_conflict = sum(x[1] > 0 for x in X) >= MIN_CALLS
+    n = len(verbosity)
+    per_agent = np.bincount([x[3] for x in X if x[3] >= 0], minlength=n) if X else np.zeros(n, int)
+    # the agents' verbosities are fitted where the decision node (verbosity 1 in the model) anchors the scale:
+    # enough agent calls each and decisions whose inputs disagree in differing shares
+    decision_shares = {round(x[1], 6) for x in X if x[0] == 3}
+    fit_verbosity = (per_agent >= MIN_CALLS).all() and 3 in cats_present and len(decision_shares) >= 2
     if len(X) >= MIN_CALLS and has_fresh:
         a = np.array(X)
-        cat, share, y = a[:, 0].astype(int), a[:, 1], a[:, 2]
+        cat, share, y, agent = a[:, 0].astype(int), a[:, 1], a[:, 2], a[:, 3].astype(int)
         free = ["log_reason_mean"] + [cat_names[k - 1] for k in sorted(cats_present)] + (["conflict"] if has_conflict else [])
         fixed = {"revisit": p.revisit, "reemit": p.reemit, "decide_factor": p.decide_factor, "conflict": p.conflict}
+        n_dev = n if fit_verbosity else 0  # log verbosity of each agent relative to the base's
 
         def resid(x):
             v = dict(fixed)
-            v.update(zip(free[1:], x[1:]))
+            v.update(zip(free[1:], x[1:len(free)]))
             f = np.choose(cat, [1.0, v["revisit"], v["reemit"], v["decide_factor"]])
-            return y - x[0] - np.log(np.maximum(f + v["conflict"] * share, 1e-9))
+            dev = x[len(free):] if n_dev else np.zeros(n)
+            return y - x[0] - np.where(agent >= 0, dev[agent], 0.0) - np.log(np.maximum(f + v["conflict"] * share, 1e-9))
 
-        x0 = [math.log(p.reason_mean)] + [fixed[n] for n in free[1:]]
-        res = least_squares(resid, x0, bounds=([-np.inf] + [1e-4] * (len(free) - 1), [np.inf] * len(free)))
-        dof = max(len(y) - len(free), 1)
+        x0 = [math.log(p.reason_mean)] + [fixed[name] for name in free[1:]] + [0.0] * n_dev
+        res = least_squares(resid, x0, bounds=([-np.inf] + [1e-4] * (len(free) - 1) + [-np.inf] * n_dev,
+                                               [np.inf] * (len(free) + n_dev)))
+        dof = max(len(y) - len(free) - n_dev, 1)
         s2 = float(res.fun @ res.fun / dof)
-        se = np.sqrt(np.diag(s2 * np.linalg.pinv(res.jac.T @ res.jac)))
+        se, cov = std_errors(res.jac.T @ res.jac / s2)
         rm = math.exp(res.x[0])
         report.set("reason_mean", rm, rm * se[0], len(y), f"log reasoning tokens (residual SD {math.sqrt(s2):.3f}; model 0.4)")
         for k, name in enumerate(free[1:], start=1):
-            n = int((share > 0).sum()) if name == "conflict" else int((cat == cat_names.index(name) + 1).sum())
-            report.set(name, res.x[k], se[k], n, "log reasoning tokens")
+            n_calls = int((share > 0).sum()) if name == "conflict" else int((cat == cat_names.index(name) + 1).sum())
+            report.set(name, res.x[k], se[k], n_calls, "log reasoning tokens", bounds=(1e-4, None))
+        for i in range(n_dev):
+            vi = float(verbosity[i] * math.exp(res.x[len(free) + i]))
+            report.set(f"verbosity[{i}]", vi, vi * se[len(free) + i], int(per_agent[i]),
+                       "the agent's log reasoning tokens (the decision node's, verbosity 1, set the scale)",
+                       base=float(verbosity[i]))
         for name in fixed:
             if name not in free:
                 report.keep(name, 0, "no calls of that kind")
@@ -1104,19 +815,26 @@ def fit_tokens(data: Data, p: SimProfile, calls: list[Call], verbosity: np.ndarr
     task_tokens = np.array([data.tasks[j].prompt_tokens if data.tasks[j].prompt_tokens is not None else np.nan
                             for j in tasks], dtype=float)
     known = ~np.isnan(task_tokens)
-    cols = [("header_tokens", a[:, 1])] + ([("verdict_tokens", a[:, 2])] if (a[:, 2] > 0).sum() >= MIN_CALLS else [])
+    with_inputs = int((a[:, 1] > 0).sum())
+    cols = (([("header_tokens", a[:, 1])] if with_inputs >= MIN_CALLS else [])
+            + ([("verdict_tokens", a[:, 2])] if (a[:, 2] > 0).sum() >= MIN_CALLS else []))
+    if not with_inputs >= MIN_CALLS:
+        report.keep("header_tokens", with_inputs, "too few calls shown inputs of known size")
     if known.all():
         y = a[:, 0] - task_tokens
         X = np.column_stack([np.ones(len(y))] + [c for _, c in cols])
         names = ["sys_tokens"] + [n for n, _ in cols]
     else:  # task fixed effects: demean within task
+        report.keep("sys_tokens", len(a), "the tasks' own prompt tokens are unknown (task effects absorb it)")
+        if not cols:
+            report.keep("verdict_tokens", int((a[:, 2] > 0).sum()), "too few inputs with a verdict")
+            return
         y, X = a[:, 0].copy(), np.column_stack([c for _, c in cols])
         for j in np.unique(tasks):
             m = tasks == j
             y[m] -= y[m].mean()
             X[m] -= X[m].mean(axis=0)
         names = [n for n, _ in cols]
-        report.keep("sys_tokens", len(y), "the tasks' own prompt tokens are unknown (task effects absorb it)")
     beta, *_ = np.linalg.lstsq(X, y, rcond=None)
     r = y - X @ beta
     s2 = float(r @ r / max(len(y) - len(names), 1))
@@ -1131,10 +849,91 @@ def fit_tokens(data: Data, p: SimProfile, calls: list[Call], verbosity: np.ndarr
 # the fit
 
 
-def fit(traces: Iterable[dict], base: SimProfile, where: str = "traces") -> tuple[SimProfile, dict]:
+class ProfileBuilder:
+    """Makes the profile a set of parameter values describes: ``build({name: value})`` for the names of
+    the report's rows (scalar fields, ``subject_offset[s]``, ``verifiability[s]``, ``skill_dev[i,s]``);
+    what a value is not given for keeps the base's (or the fit's kept) value. The fit writes
+    ``build(report.estimated())``; the predictive check builds profiles from draws of the estimates."""
+
+    def __init__(self, base: SimProfile, data: Data, am: AttemptModel | None, verifier: str | None,
+                 verifiability: list[float], shrink: float = 1.0):
+        self.base, self.subjects, self.n_agents = base, list(data.subjects), data.n_agents
+        self.shrink = shrink
+        self.verifier, self.verifiability = verifier, list(verifiability)
+        if am is not None:
+            self.kbar, self.dev = am.kbar, am.base_dev.copy()
+            self.dev[:, am.dev_subjects] = 0.0
+        else:
+            skills = np.array(base.skills(data.n_agents))
+            skills = np.pad(skills, ((0, 0), (0, len(data.subjects) - skills.shape[1])))
+            self.kbar, self.dev = skills.mean(axis=0), skills - skills.mean(axis=0)
+        self.mean_weight = float(np.mean([s[1] for s in base.subjects]))
+
+    def skills(self, values: dict[str, float]) -> np.ndarray:
+        """(N, S) k_is: the base team's average skill per subject plus the deviations shrunk by the fit's
+        factor (the last agent's is minus the others' sum on every subject with fitted deviations)."""
+        dev = self.dev.copy()
+        for s, subject in enumerate(self.subjects):
+            for i in range(self.n_agents - 1):
+                x = values.get(f"skill_dev[{i},{subject}]")
+                if x is not None:
+                    dev[i, s] = self.shrink * x
+                    dev[-1, s] -= self.shrink * x
+        return self.kbar[None, :] + dev
+
+    def build(self, values: dict[str, float]) -> SimProfile:
+        base = self.base
+        subjects = []
+        for s, name in enumerate(self.subjects):
+            known = s < len(base.subjects)
+            weight = base.subjects[s][1] if known else self.mean_weight
+            offset = values.get(f"subject_offset[{name}]", base.subjects[s][2] if known else 0.0)
+            v = values.get(f"verifiability[{name}]", self.verifiability[s])
+            subjects.append((name, float(weight), float(offset), float(v)))
+        skills = self.skills(values)
+        team = []
+        for i, m in enumerate(base.team_models(self.n_agents)):
+            ability = float(m.ability)
+            team.append(AgentModel(name=f"{m.name}/fit-{i}", ability=ability, spread=float(m.spread),
+                                   verbosity=float(values.get(f"verbosity[{i}]", m.verbosity)),
+                                   skills=tuple((name, float(skills[i, s] - ability)) for s, name in enumerate(self.subjects))))
+        scalars = {}
+        for name, v in values.items():
+            if hasattr(base, name) and name not in ("subjects", "team"):
+                scalars[name] = max(0, int(round(v))) if isinstance(getattr(base, name), int) else float(v)
+        return replace(base, **scalars, name=f"{base.name}-fit", task_set=base.task_set or base.name,
+                       subjects=tuple(subjects), team=tuple(team), verifier=self.verifier, source=None)
+
+
+@dataclass
+class Fitted:
+    """Everything :func:`fit` computed: the profile, the report, the parsed traces and the builder of
+    profiles from parameter values (for the predictive check)."""
+
+    profile: SimProfile
+    report: dict
+    data: Data
+    builder: ProfileBuilder
+    records: list[dict]
+    updates: tuple[UpdateModel, UpdateFit] | None = None  # the update calls' likelihood and its maximum
+
+
+def fit(traces: Iterable[dict], base: SimProfile, where: str = "traces", seed: int = 0) -> tuple[SimProfile, dict]:
     """Fit ``base``'s parameters to episode ``traces`` (records of :func:`topo_env.traces.read_traces`).
-    Returns the fitted profile and the report (:meth:`Report.as_dict`)."""
-    records = list(traces)
+    Returns the fitted profile and the report (:meth:`Report.as_dict`); ``seed`` seeds the random starts
+    of the update model's search (:func:`topo_env.sim.fit_updates.fit_updates`). No predictive check:
+    :func:`fit_traces` adds it."""
+    result = fit_records(list(traces), base, where, seed)
+    return result.profile, result.report
+
+
+def fit_records(records: list[dict], base: SimProfile, where: str = "traces", seed: int = 0) -> Fitted:
+    """:func:`fit`, returning the parsed traces and the profile builder with the result."""
+    with one_blas_thread():
+        return _fit_records(records, base, where, seed)
+
+
+def _fit_records(records: list[dict], base: SimProfile, where: str, seed: int) -> Fitted:
     if not records:
         raise FitError(f"{where}: no episodes; record some with env.record(path) and fit that file")
     data = Data(records, base, where)
@@ -1148,20 +947,55 @@ def fit(traces: Iterable[dict], base: SimProfile, where: str = "traces") -> tupl
     # attempts
     skills = np.array(base.skills(data.n_agents))
     skills = np.pad(skills, ((0, 0), (0, len(data.subjects) - skills.shape[1])))
-    am = None
+    am, shrink = None, 1.0
     if len(attempts) >= MIN_CALLS:
         am = AttemptModel(data, base, attempts)
         am.fit()
         _report_attempts(am, data, base, report)
-        skills = am.skill_matrix()
+        shrink = am.shrinkage()
+        skills = am.skill_matrix(shrink)
+        if am.fit_dev:
+            report.notes.append(f"the agents' fitted skill deviations are shrunk by {shrink:.2f} toward the team's "
+                                "mean in the written profile and in the update fit's recognition term (empirical "
+                                "Bayes: 1 - mean SE^2 / mean deviation^2); the skill_dev rows are the unshrunk estimates")
         fit_trap(data, attempts, base, report)
     else:
         for name in ("alpha", "beta", "task_spread", "blind_spread", "debug_gain", "trap_base", "trap_slope"):
             report.keep(name, len(attempts), "too few attempts")
-    trap_base = report.value("trap_base")
-    trap_slope = report.value("trap_slope")
+    profile = replace(base, trap_base=report.value("trap_base"), trap_slope=report.value("trap_slope"))
+    _fit_drift(drifts, report)
 
-    # drift
+    # confidence (first with the base's w_peer, refitted after the update fit)
+    conf = fit_confidence(profile, data.calls + data.decisions, base.w_peer, base.contradicted_weight)
+    mu = (base.mu_correct, base.mu_wrong, base.sigma_conf) if conf is None else (
+        conf[0][0] if np.isfinite(conf[0][0]) else base.mu_correct,
+        conf[0][1] if np.isfinite(conf[0][1]) else base.mu_wrong, conf[2])
+    upd, verif, update_fit = _fit_updates(data, base, profile, am, updates, skills, mu, report, seed)
+    report.keep("w_commit", len(updates), "the scale of the update scores (fixed)")
+    report.keep("rho_d", len(updates), "not fitted (modelling choice)")
+
+    # decision node, then confidence with the fitted weights
+    profile = replace(profile, **upd)
+    fit_decision(profile, data.decisions, report)
+    _report_confidence(fit_confidence(profile, data.calls + data.decisions, upd["w_peer"],
+                                      report.value("contradicted_weight")), report)
+
+    # verifier, tokens, task distribution
+    verifier = fit_verifier(profile, data.calls, report)
+    verbosity = np.array([m.verbosity for m in base.team_models(data.n_agents)])
+    fit_tokens(data, profile, data.calls + data.decisions, verbosity, report)
+    _fit_tasks(data, base, report)
+    report.identification_notes()
+
+    builder = ProfileBuilder(base, data, am, verifier, verif, shrink)
+    out = report.as_dict()
+    out["episodes"] = len(records)
+    out["calls"] = {"attempts": len(attempts), "updates": len(updates), "drift": len(drifts),
+                    "decisions": len(data.decisions), "adversary": len(data.calls) - len(honest)}
+    return Fitted(builder.build(report.estimated()), out, data, builder, records, update_fit)
+
+
+def _fit_drift(drifts: list[Call], report: Report) -> None:
     right = [c for c in drifts if c.prev.label == 0]
     wrong = [c for c in drifts if c.prev.label != 0]
     for name, group, hit in (("drift_cw", right, lambda c: c.label != 0), ("drift_wc", wrong, lambda c: c.label == 0)):
@@ -1172,157 +1006,130 @@ def fit(traces: Iterable[dict], base: SimProfile, where: str = "traces") -> tupl
         else:
             report.keep(name, len(group), "too few committed calls without messages")
 
-    # confidence (first with the base's w_peer, refitted after the update fit)
-    profile = replace(base, trap_base=trap_base, trap_slope=trap_slope)
-    conf = fit_confidence(profile, data.calls + data.decisions, base.w_peer, base.contradicted_weight)
-    mu = (base.mu_correct, base.mu_wrong, base.sigma_conf) if conf is None else (
-        conf[0][0] if np.isfinite(conf[0][0]) else base.mu_correct,
-        conf[0][1] if np.isfinite(conf[0][1]) else base.mu_wrong, conf[2])
 
-    # updates
+def _report_confidence(conf, report: Report) -> None:
+    if conf is None:
+        for name in ("mu_correct", "mu_wrong", "kappa", "sigma_conf"):
+            report.keep(name, 0, "too few calls with a stated confidence and observed support")
+        return
+    coef, se, sd, sd_se, n_each, cov = conf
+    names = ("mu_correct", "mu_wrong", "kappa")
+    for k, name in enumerate(names):
+        if np.isfinite(coef[k]):
+            report.set(name, coef[k], se[k], n_each[k], "OLS on logit(confidence)")
+        else:
+            report.keep(name, n_each[k], "no variation in the traces")
+    report.block(list(names), cov)
+    report.set("sigma_conf", sd, sd_se, n_each[2], "residual SD of logit(confidence)")
+
+
+def _fit_updates(data: Data, base: SimProfile, profile: SimProfile, am: AttemptModel | None, updates: list[Call],
+                 skills: np.ndarray, mu: tuple[float, float, float], report: Report, seed: int):
+    """The update model (:mod:`topo_env.sim.fit_updates`): report its rows; returns the 7 parameters'
+    values, every subject's verifiability (fitted or kept) and (the model, its fit), None when not fitted."""
     usable = [c for c in updates if c.label in {m.label for m in c.msgs} | ({c.prev.label} if c.committed else set())
               or not c.committed]
     skipped = len(updates) - len(usable)
     if skipped:
         report.notes.append(f"{skipped} update call(s) answered a label that was not on their table: skipped")
-    t_upd = np.array([getattr(base, n) for n in UPDATE_PARAMS], dtype=float)
-    if len(usable) >= MIN_CALLS:
-        p_right = am.predictive(usable) if am is not None else np.full(len(usable), _sig(base.alpha))
-        um = UpdateModel(data, profile, usable, p_right, skills, mu)
-        fit_fresh = um.n_fresh >= MIN_CALLS
-        n_sub_calls = np.bincount(um.subject, minlength=len(data.subjects))
-        v_subjects = [s for s in range(len(data.subjects)) if n_sub_calls[s] >= MIN_SUBJECT_CALLS]
-        v_fit = {}
-        for _ in range(2 if v_subjects else 1):  # alternate: globals with v held, then v with globals held
-            t_upd, se_upd = um.fit(t_upd, fit_fresh, errors=not v_subjects)
-            if v_subjects:
-                v_fit = um.fit_verifiability(t_upd, v_subjects)
-                for s, (v, _, _) in v_fit.items():
-                    um.v[s] = v
-        if v_subjects:
-            weights = np.array([base.subjects[s][1] if s < len(base.subjects) else 1.0 for s in v_subjects])
-            vb = np.array([base.verifiability[s] if s < len(base.subjects) else 0.0 for s in v_subjects])
-            free = [k for k in range(7) if fit_fresh or k != 0]
-            t_upd, se_upd, se_v, gauge = um.joint_errors(t_upd, v_subjects, weights, vb, free,
-                                                          project=not (n_sub_calls[[s for s in range(len(n_sub_calls))
-                                                                                    if s not in v_subjects]] > 0).any())
-            v_fit = {s: (float(um.v[s]), float(se_v[k]), int(n_sub_calls[s])) for k, s in enumerate(v_subjects)}
-            if gauge:
-                report.notes.append(gauge)
-        for k, name in enumerate(UPDATE_PARAMS):
-            n = um.n_fresh if name == "w_fresh" else len(usable)
-            if name == "w_fresh" and not fit_fresh:
-                report.keep(name, n, "too few update calls without a committed answer")
-            else:
-                report.set(name, t_upd[k], se_upd[k], n, "update calls: softmax over the table")
-        verif = list(um.v)
-        for s, name in enumerate(data.subjects):
-            if s in v_fit:
-                report.set(f"verifiability[{name}]", v_fit[s][0], v_fit[s][1], v_fit[s][2],
-                           "update calls of the subject (joint with the globals)",
-                           base=base.verifiability[s] if s < len(base.subjects) else 0.0)
-            else:
-                report.rows[f"verifiability[{name}]"] = {
-                    "parameter": f"verifiability[{name}]", "value": float(verif[s]), "se": None,
-                    "calls": int(n_sub_calls[s]), "status": "kept from base",
-                    "base": float(verif[s]), "from": f"fewer than {MIN_SUBJECT_CALLS} update calls"}
+    n_sub = len(data.subjects)
+    v0 = np.array(list(base.verifiability) + [0.0] * (n_sub - len(base.subjects)))
+    t0 = np.array([getattr(base, n) for n in UPDATE_PARAMS], dtype=float)
+    counts = np.bincount([data.subject_of[c.task] for c in usable], minlength=n_sub) if usable else np.zeros(n_sub, int)
+    v_subjects = [s for s in range(n_sub) if counts[s] >= MIN_SUBJECT_CALLS]
+    if len(v_subjects) >= MIN_V_SUBJECTS:
+        used = [c for c in usable if data.subject_of[c.task] in set(v_subjects)]
+        if len(used) < len(usable):
+            few = [data.subjects[s] for s in range(n_sub) if 0 < counts[s] < MIN_SUBJECT_CALLS]
+            report.notes.append(f"{len(usable) - len(used)} update call(s) of subjects with fewer than "
+                                f"{MIN_SUBJECT_CALLS} update calls ({', '.join(few)}) are left out of the update fit: "
+                                "their verifiabilities are kept from the base")
     else:
+        v_subjects, used = [], usable
+    if len(used) < MIN_CALLS:
         for name in UPDATE_PARAMS:
             report.keep(name, len(usable), "too few update calls")
-        verif = list(base.verifiability) + [0.0] * (len(data.subjects) - len(base.subjects))
-    report.keep("w_commit", len(usable), "the scale of the update scores (fixed)")
-    report.keep("rho_d", len(usable), "not fitted (modelling choice)")
-    upd = dict(zip(UPDATE_PARAMS, map(float, t_upd)))
+        _keep_verifiabilities(data, v0, counts, report)
+        return dict(zip(UPDATE_PARAMS, map(float, t0))), list(v0), None
+    p_right = am.predictive(used) if am is not None else np.full(len(used), sig(base.alpha))
+    um = UpdateModel(data, profile, used, p_right, skills, mu)
+    weights = np.array([base.subjects[s][1] if s < len(base.subjects) else 1.0 for s in v_subjects])
+    res = fit_updates(um, t0, v0, v_subjects, um.n_fresh >= MIN_CALLS,
+                      Gauge.of(weights, v0[v_subjects]) if v_subjects else None, seed)
+    report.notes.extend(res.notes)
+    for k, name in enumerate(UPDATE_PARAMS):
+        n = um.n_fresh if name == "w_fresh" else len(used)
+        if res.status[k] == "kept":
+            report.keep(name, n, "too few update calls without a committed answer")
+        else:
+            report.set(name, res.t[k], res.se[k], n, "update calls: softmax over the table",
+                       status=None if res.status[k] == FITTED else res.status[k], bounds=BOUNDS[k])
+    verif = v0.copy()
+    verif[res.subjects] = res.v
+    for k, s in enumerate(res.subjects):
+        report.set(f"verifiability[{data.subjects[s]}]", res.v[k], res.v_se[k], int(counts[s]),
+                   "update calls of the subject (joint with the globals)", base=v0[s])
+    _keep_verifiabilities(data, v0, counts, report, skip=res.subjects)
+    names = [n if not n.startswith("v[") else f"verifiability[{data.subjects[int(n[2:-1])]}]" for n in res.cov_names]
+    report.block(names, res.cov)
+    return dict(zip(UPDATE_PARAMS, map(float, res.t))), list(verif), (um, res)
 
-    # decision node, then confidence with the fitted weights
-    profile = replace(profile, **upd)
-    fit_decision(profile, data.decisions, report)
-    cw = report.value("contradicted_weight")
-    conf = fit_confidence(profile, data.calls + data.decisions, upd["w_peer"], cw)
-    if conf is None:
-        for name in ("mu_correct", "mu_wrong", "kappa", "sigma_conf"):
-            report.keep(name, 0, "too few calls with a stated confidence and observed support")
-    else:
-        coef, se, sd, sd_se, n_each = conf
-        for k, name in enumerate(("mu_correct", "mu_wrong", "kappa")):
-            if np.isfinite(coef[k]):
-                report.set(name, coef[k], se[k], n_each[k], "OLS on logit(confidence)")
-            else:
-                report.keep(name, n_each[k], "no variation in the traces")
-        report.set("sigma_conf", sd, sd_se, n_each[2], "residual SD of logit(confidence)")
 
-    # verifier, tokens, task distribution
-    verifier = fit_verifier(profile, data.calls, report)
-    verbosity = np.array([m.verbosity for m in base.team_models(data.n_agents)])
-    fit_tokens(data, profile, data.calls + data.decisions, verbosity, report)
-    _fit_tasks(data, base, report)
-
-    # the profile
-    subjects = []
-    mean_w = float(np.mean([s[1] for s in base.subjects]))
+def _keep_verifiabilities(data: Data, v0: np.ndarray, counts: np.ndarray, report: Report, skip=()) -> None:
     for s, name in enumerate(data.subjects):
-        weight = base.subjects[s][1] if s < len(base.subjects) else mean_w
-        row = report.rows.get(f"subject_offset[{name}]")
-        offset = row["value"] if row else (base.subjects[s][2] if s < len(base.subjects) else 0.0)
-        subjects.append((name, float(weight), float(offset), float(verif[s])))
-    team = []
-    models = base.team_models(data.n_agents)
-    for i, m in enumerate(models):
-        ability = float(m.ability)
-        team.append(AgentModel(name=f"{m.name}/fit-{i}", ability=ability, spread=float(m.spread),
-                               verbosity=float(m.verbosity),
-                               skills=tuple((name, float(skills[i, s] - ability)) for s, name in enumerate(data.subjects))))
-    values = {}
-    for name, row in report.rows.items():
-        if row["status"] == "fitted" and hasattr(base, name):
-            v = row["value"]
-            values[name] = int(round(v)) if isinstance(getattr(base, name), int) else float(v)
-    if "sys_tokens" in values:
-        values["sys_tokens"] = max(0, values["sys_tokens"])
-    fitted = replace(base, **values, name=f"{base.name}-fit", task_set=base.task_set or base.name,
-                     subjects=tuple(subjects), team=tuple(team), verifier=verifier, source=None)
-    out = report.as_dict()
-    out["episodes"] = len(records)
-    out["calls"] = {"attempts": len(attempts), "updates": len(updates), "drift": len(drifts),
-                    "decisions": len(data.decisions), "adversary": len(data.calls) - len(honest)}
-    return fitted, out
+        if s not in skip:
+            report.keep(f"verifiability[{name}]", int(counts[s]), f"fewer than {MIN_SUBJECT_CALLS} update calls "
+                        f"(or fewer than {MIN_V_SUBJECTS} subjects with as many)", value=v0[s])
 
 
 def _report_attempts(am: AttemptModel, data: Data, base: SimProfile, report: Report) -> None:
+    """Report the attempt model's parameters, which are a linear map J of its own (the subject levels
+    keep the base's weighted mean offset: alpha takes the rest), with the covariance J cov J^T."""
     k_sub, k_dev = len(am.fit_sub), len(am.fit_dev)
-    n = len(am.calls)
+    n, k = len(am.calls), len(am.theta)
+    names, rows, shift, calls, what, bounds, base_values = [], [], [], [], [], [], []
+
+    def add(name, row, c, n_calls, informed, bound=None, base_value=None):
+        names.append(name), rows.append(row), shift.append(c), calls.append(n_calls), what.append(informed)
+        bounds.append(bound), base_values.append(base_value)
+
+    unit = np.eye(k)
     if k_sub:  # alpha: the part of the levels left after the base's weighted mean offset
         w = np.array([base.subjects[s][1] if s < len(base.subjects) else 0.0 for s in am.fit_sub], dtype=float)
-        if w.sum() == 0:
-            w = np.ones(k_sub)
+        w = np.ones(k_sub) if w.sum() == 0 else w
         w = w / w.sum()
-        alpha = float(w @ (am.theta[:k_sub] - am.b_base[am.fit_sub]))
-        alpha_se = float(math.sqrt(max(w @ am.cov[:k_sub, :k_sub] @ w, 0.0)))
-        report.set("alpha", alpha, alpha_se, n, "attempts (subject offsets keep the base's weighted mean)")
-        for k, s in enumerate(am.fit_sub):
-            e = np.zeros(len(am.theta))
-            e[k] = 1.0
-            e[:k_sub] -= w
-            report.set(f"subject_offset[{data.subjects[s]}]", am.theta[k] - alpha, math.sqrt(max(e @ am.cov @ e, 0.0)),
-                       int(am.counts[:, s].sum()), "attempts of the subject", base=am.b_base[s])
+        a_row = np.zeros(k)
+        a_row[:k_sub] = w
+        a_shift = -float(w @ am.b_base[am.fit_sub])
+        add("alpha", a_row, a_shift, n, "attempts (subject offsets keep the base's weighted mean)")
+        for j, s in enumerate(am.fit_sub):
+            add(f"subject_offset[{data.subjects[s]}]", unit[j] - a_row, -a_shift, int(am.counts[:, s].sum()),
+                "attempts of the subject", None, am.b_base[s])  # the priors keep the levels off their bounds
     else:
         report.keep("alpha", n, "no subject with enough attempts")
-    for k, (i, s) in enumerate(am.fit_dev):
-        report.set(f"skill_dev[{i},{data.subjects[s]}]", am.theta[k_sub + k], am.se[k_sub + k],
-                   int(am.counts[i, s]), "agent's attempts minus the team's, per subject",
-                   base=am.base_dev[i, s])
-    report.set("beta", am.beta(), am.se[k_sub + k_dev], n, "attempts vs difficulty")
-    report.set("task_spread", am.theta[k_sub + k_dev + 1], am.se[k_sub + k_dev + 1], n,
-               f"attempts sharing a task ({am.multi_tasks} tasks with two or more)")
+    for j, (i, s) in enumerate(am.fit_dev):
+        add(f"skill_dev[{i},{data.subjects[s]}]", unit[k_sub + j], 0.0, int(am.counts[i, s]),
+            "agent's attempts minus the team's, per subject", am.bounds[k_sub + j], am.base_dev[i, s])
+    at = k_sub + k_dev
+    add("beta", unit[at], 0.0, n, "attempts vs difficulty", am.bounds[at])
+    add("task_spread", unit[at + 1], 0.0, n, f"attempts sharing a task ({am.multi_tasks} tasks with two or more)",
+        am.bounds[at + 1])
     if am.fit_blind:
-        report.set("blind_spread", am.theta[k_sub + k_dev + 2], am.se[k_sub + k_dev + 2], am.repeats,
-                   "one agent's repeated attempts in an episode")
+        add("blind_spread", unit[at + 2], 0.0, am.repeats, "one agent's repeated attempts in an episode",
+            am.bounds[at + 2])
     else:
         report.keep("blind_spread", am.repeats, f"fewer than {MIN_REPEATS} repeated attempts by one agent in an episode")
     if am.fit_debug:
-        report.set("debug_gain", am.theta[-1], am.se[-1], int(am.failed.sum()), "re-solves after a failed verification")
+        add("debug_gain", unit[-1], 0.0, int(am.failed.sum()), "re-solves after a failed verification", am.bounds[-1])
     else:
         report.keep("debug_gain", int(am.failed.sum()), "too few re-solves after a failed verification")
+    J = np.array(rows)
+    values = J @ am.theta + np.array(shift)
+    cov = J @ am.cov @ J.T
+    se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    for j, name in enumerate(names):
+        report.set(name, values[j], se[j], calls[j], what[j], base=base_values[j], bounds=bounds[j])
+    report.block(names, cov)
 
 
 def _fit_tasks(data: Data, base: SimProfile, report: Report) -> None:
@@ -1334,7 +1141,7 @@ def _fit_tasks(data: Data, base: SimProfile, report: Report) -> None:
         from scipy.special import polygamma
 
         t1 = polygamma(1, [a, b, a + b])  # Fisher information of Beta(a, b)
-        se, _ = _std_errors(len(d) * np.array([[t1[0] - t1[2], -t1[2]], [-t1[2], t1[1] - t1[2]]]))
+        se, _ = std_errors(len(d) * np.array([[t1[0] - t1[2], -t1[2]], [-t1[2], t1[1] - t1[2]]]))
         report.set("diff_a", a, se[0], len(d), "the tasks' difficulties")
         report.set("diff_b", b, se[1], len(d), "the tasks' difficulties")
         rows = [(t.prompt_tokens, t.difficulty) for t in data.tasks if t.prompt_tokens and t.difficulty is not None]
@@ -1360,21 +1167,37 @@ def write_profile(profile: SimProfile, path: str | Path) -> SimProfile:
     return load_profile(path)
 
 
-def format_report(result: dict) -> str:
-    rows = []
-    for r in result["parameters"]:
-        value = r["value"]
-        rows.append({"parameter": r["parameter"], "value": value if isinstance(value, float) else str(value),
-                     "se": "" if r["se"] is None else r["se"], "calls": r["calls"], "status": r["status"],
-                     "base": r["base"] if isinstance(r["base"], float) else str(r["base"]), "informed by": r["from"]})
-    lines = [f"fit of profile {result['base']!r} to {result['episodes']} episodes "
-             f"({', '.join(f'{k} {v}' for k, v in result['calls'].items())} calls)",
-             format_table(rows, ("parameter", "value", "se", "calls", "status", "base", "informed by")),
-             "value: the maximum-likelihood estimate (least squares / rate where said); se: its standard error "
-             "(inverse Hessian, OLS or binomial); calls: how many calls informed it; 'kept from base': the traces "
-             "do not identify it, the base profile's value is written."]
-    lines += [f"note: {n}" for n in result["notes"]]
-    return "\n".join(lines)
+def fit_traces(paths: str | Path | Sequence[str | Path], base: str | SimProfile | None = None, *, seed: int = 0,
+               check: bool = True, config: EnvConfig | None = None) -> tuple[SimProfile, dict]:
+    """The fit from Python: fit the trace files ``paths`` (JSON lines, :func:`load_traces`) starting from
+    ``base`` (a profile name, a profile YAML path, a :class:`SimProfile`, or None: the traces' own
+    profile, else the domain's default, :data:`DEFAULT_BASE`).
+
+    Returns the fitted profile (write it with :func:`write_profile`) and the report: per parameter
+    its value, standard error and status (``fitted`` / ``at bound`` / ``not identified`` /
+    ``kept from base``, :mod:`topo_env.sim.fit_report`), the covariance blocks, notes (among them
+    the update model's search: how many starts reached the best maximum), ``episodes``, ``calls``
+    and, with ``check``, ``check``: :func:`topo_env.sim.fit_check.predictive_check` for the env
+    ``config`` (None: the traces' own team, rounds and the default reward). ``seed`` seeds the
+    search's random starts and the check. Bad input raises :class:`FitError` (one line: the bad value
+    and what to do)."""
+    from topo_env.sim.fit_check import predictive_check
+
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise FitError(f"seed={seed!r}: give an integer")
+    if config is not None and not isinstance(config, EnvConfig):
+        raise FitError(f"config={config!r}: give a topo_env.config.EnvConfig (or None: the traces' own team)")
+    try:
+        records = load_traces(paths)
+        profile = base if isinstance(base, SimProfile) else _choose_base(base, records)
+        result = fit_records(records, profile, where=", ".join(repr(str(p)) for p in paths), seed=int(seed))
+    except ProfileFileError as err:
+        raise FitError(str(err)) from None
+    if check:
+        result.report["check"] = predictive_check(result, config, seed=int(seed))
+    return result.profile, result.report
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -1387,6 +1210,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "nothing (default: the traces' profile, else by domain: "
                              + ", ".join(f"{k} -> {v}" for k, v in DEFAULT_BASE.items()) + ")")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the search's random starts and the check")
+    parser.add_argument("--no-check", action="store_true",
+                        help="skip the predictive check (the fitted team on fixed topologies and replaying the traces)")
     return parser
 
 
@@ -1409,12 +1235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     if not str(out).endswith((".yaml", ".yml")):
         raise FitError(f"--out {args.out!r}: must end in .yaml or .yml (the env loads profile: <path>.yaml)")
-    try:
-        records = load_traces(args.traces)
-        base = _choose_base(args.base, records)
-        profile, result = fit(records, base, where=", ".join(repr(str(p)) for p in args.traces))
-    except (FitError, ProfileFileError) as err:
-        raise FitError(str(err)) from None
+    profile, result = fit_traces(args.traces, args.base, seed=args.seed, check=not args.no_check)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         write_profile(profile, out)
