@@ -1,13 +1,14 @@
-"""Fingerprints of PettingZoo-env episodes, to hold the env bit for bit across refactors.
+"""Fingerprints of PettingZoo-env episodes: a snapshot that holds the env bit for bit across refactors.
 
 ``record()`` plays seeded episodes through the public PettingZoo API (random valid actions from a
 seeded generator) and returns, per step, the rewards, the infos (minus ``action_mask``, which left
-the infos) and SHA-256 digests of the observations, the state and the transcript. The stored file
-``tests/data/pz_episodes.json`` was first written by the env before the episode engine
-(``topo_env.engine``) replaced its inline round logic (the engine matched it bit for bit), and
-rewritten once when the simulated team's model changed on purpose (subjects, traps, updates: issue
-26), with ``python tests/regression_episodes.py tests/data/pz_episodes.json``;
-``tests/test_engine.py`` compares today's env with it, so any unintended change shows.
+the infos) and SHA-256 digests of the observations, the state and the transcript. The snapshot
+``tests/data/pz_episodes_snapshot.json`` is written by the code itself, with ``python
+tests/regression_episodes.py tests/data/pz_episodes_snapshot.json``: first by the env before the
+episode engine (``topo_env.engine``) replaced its inline round logic, then again whenever the
+simulated team's model changed on purpose (subjects, traps, updates: issue 26). It proves only that
+nothing changed since it was written; ``tests/test_engine.py`` checks what the episodes should be
+independently (the env against the engine playing the same graphs, and Eq. 12).
 """
 from __future__ import annotations
 

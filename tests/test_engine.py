@@ -1,6 +1,9 @@
 """The episode engine: RoundSpec validation, inactive agents, recalls, early halts, the batch
-simulator on arbitrary RoundSpecs, and the PettingZoo env bit for bit as before the engine."""
+simulator on arbitrary RoundSpecs, the PettingZoo env as the engine playing its joint actions'
+graphs, and the env against a snapshot of its own episodes."""
+import asyncio
 import json
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -8,24 +11,72 @@ import pytest
 
 import topo_env
 from regression_episodes import CASES, record_case
-from topo_env.engine import RewardConfig, RoundSpec, TeamEpisode
+from topo_env import CommAction, build_adjacency
+from topo_env.engine import RewardConfig, RoundSpec, TeamEpisode, episode_transcript
 from topo_env.sim.batch import BatchRoundSpec, BatchSimulator, TaskArrays
 from topo_env.sim.model import EpisodeNoise
 from topo_env.sim.profiles import get_profile
 from topo_env.sim.team import SimTeamBackend
 
-STORED = Path(__file__).parent / "data" / "pz_episodes.json"
+SNAPSHOT = Path(__file__).parent / "data" / "pz_episodes_snapshot.json"
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_pettingzoo_env_is_bit_for_bit_as_before_the_engine(case):
-    """Observations, state, rewards, infos and transcripts of seeded episodes equal those the env
-    wrote before it became an adapter over the engine (tests/regression_episodes.py)."""
-    stored = json.loads(STORED.read_text())[case]
+def test_pettingzoo_env_matches_the_snapshot_of_its_episodes(case):
+    """Observations, state, rewards, infos and transcripts of seeded episodes equal the snapshot the
+    code itself wrote (tests/regression_episodes.py; rewritten whenever the model changes on
+    purpose): a tripwire for unintended changes, not a proof of correctness. What the episodes
+    should be is checked independently below (test_pettingzoo_env_plays_the_engine_episode_of_its_joint_actions)."""
+    stored = json.loads(SNAPSHOT.read_text())[case]
     now = json.loads(json.dumps(record_case(CASES[case])))
     for before, after in zip(stored, now):
         assert before == after, f"{case}: episode with seed {before['seed']} differs"
     assert len(stored) == len(now)
+
+
+@pytest.mark.parametrize("config, adversaries", [
+    ({"profile": "mmlu_pro", "rounds": 2}, ()),
+    ({"profile": "humaneval", "rounds": 3, "reward_mode": "shaped", "adversarial_agents": [1]}, (1,)),
+    ({"profile": "aime25", "rounds": 2, "n_agents": 4, "reward_mode": "shaped", "w_tok": 0.5, "max_tokens": 20000}, ()),
+])
+def test_pettingzoo_env_plays_the_engine_episode_of_its_joint_actions(config, adversaries):
+    """The env is the engine run on each joint action's graph: replaying its actions as RoundSpecs
+    (build_adjacency with the ring rule, the execute_verify agents verified) on a bare TeamEpisode
+    with the same task, seed and adversaries gives the same calls, tokens, verdicts and decision,
+    and the env's rewards are Eq. 12 (sparse: all at the end; shaped: each round's token penalty)."""
+    env = topo_env.parallel_env(target_rule="ring", **config)
+    cfg, n = env.config, env.n_agents
+    actions_rng = np.random.default_rng(11)
+    for seed in range(4):
+        backend = SimTeamBackend.from_config(cfg)
+        task = backend.sample_task(np.random.default_rng(100 + seed), "train")
+        engine = TeamEpisode(backend, cfg.roles, cfg.rounds)
+        engine.start(task, np.random.default_rng(seed), adversaries)
+        env.reset(seed=seed, options={"task": task})
+        penalties, rewards = [0.0], []
+        for _ in range(cfg.rounds):
+            actions = actions_rng.integers(0, 6, n)
+            _, reward, _, _, infos = env.step({f"agent_{i}": int(a) for i, a in enumerate(actions)})
+            rewards.append(reward["agent_0"])
+            spec = RoundSpec.all_active(build_adjacency(actions.tolist()), verify=actions == CommAction.EXECUTE_VERIFY)
+            want = engine.run_round(spec)
+            if engine.round == cfg.rounds:
+                engine.decide()
+            got = env.history[-1]
+            assert [(c.agent, c.phase, c.received, c.verdict, c.reply.total_tokens) for c in got.calls] == \
+                   [(c.agent, c.phase, c.received, c.verdict, c.reply.total_tokens) for c in want.calls]
+            assert [infos[f"agent_{i}"]["round_tokens"] for i in range(n)] == want.agent_tokens
+            assert [infos[f"agent_{i}"]["calls"] for i in range(n)] == want.agent_calls
+            assert infos["agent_0"]["team_tokens"] == engine.team_tokens
+            penalties.append(cfg.w_tok * min(engine.team_tokens / cfg.max_tokens, 1.0))
+        assert env.decision.reply.text == engine.decision.reply.text and env.accuracy == engine.accuracy
+        paid = cfg.w_acc * engine.accuracy
+        if cfg.reward_mode == "sparse":
+            expected = [0.0] * (cfg.rounds - 1) + [paid - penalties[-1]]
+        else:
+            expected = [before - after for before, after in zip(penalties, penalties[1:])]
+            expected[-1] += paid
+        assert rewards == pytest.approx(expected, abs=1e-12)
 
 
 def _spec(n=3, edges=(), active=None, verify=(), recall=None):
@@ -40,9 +91,16 @@ def _spec(n=3, edges=(), active=None, verify=(), recall=None):
 @pytest.mark.parametrize("make, message", [
     (lambda: RoundSpec(np.zeros((3, 2), bool), np.ones(3, bool), np.zeros(3, bool)), r"square"),
     (lambda: RoundSpec(np.eye(3, dtype=bool), np.ones(3, bool), np.zeros(3, bool)), r"self-loop at agent 0"),
-    (lambda: RoundSpec(np.zeros((3, 3)), np.ones(3, bool), np.zeros(3, bool)), r"dtype float64"),
+    (lambda: RoundSpec(np.zeros((3, 3)), np.ones(3, bool), np.zeros(3, bool)), r"RoundSpec adjacency has dtype float64"),
     (lambda: RoundSpec(np.full((3, 3), 2), np.ones(3, bool), np.zeros(3, bool)), r"holds 2"),
+    (lambda: RoundSpec(np.array([[0, 1, 0], [0, 0, 3], [0, 0, 0]]), np.ones(3, bool), np.zeros(3, bool)),
+     r"RoundSpec adjacency holds 3: entries must be 0 or 1"),
+    (lambda: RoundSpec(np.zeros((0, 0), bool), np.ones(0, bool), np.zeros(0, bool)), r"square \(N, N\) array"),
     (lambda: RoundSpec(np.zeros((3, 3), bool), np.ones(4, bool), np.zeros(3, bool)), r"active has shape \(4,\)"),
+    (lambda: RoundSpec(np.zeros((3, 3), bool), np.ones(3, bool), np.zeros(2, bool)), r"RoundSpec verify has shape \(2,\)"),
+    (lambda: _spec(recall=np.ones((3, 3), float)), r"RoundSpec recall has dtype float64"),
+    (lambda: _spec(recall=np.eye(3, k=1, dtype=bool) | np.diag([False, True, False])),
+     r"RoundSpec recall has a self-loop at agent 1: an agent always sees its own last output"),
     (lambda: _spec(edges=[(0, 2)], active=[0, 1]), r"edge 0->2 touches inactive agent 2"),
     (lambda: _spec(edges=[(1, 0)], active=[0]), r"edge 1->0 touches inactive agent 1"),
     (lambda: _spec(active=[0], verify=[1]), r"verifies inactive agent 1"),
@@ -54,11 +112,22 @@ def test_round_spec_validation_names_the_bad_entry(make, message):
 
 
 def test_round_spec_is_read_only_and_takes_integer_flags():
-    spec = RoundSpec(np.array([[0, 1], [0, 0]]), [1, 1], [0, 1])
+    spec = RoundSpec(np.array([[0, 1], [0, 0]]), [1, 1], [0, 1], np.array([[0, 0], [1, 0]]))
     assert spec.adjacency.dtype == bool and spec.active.dtype == bool and spec.n_agents == 2
+    assert spec.verify.dtype == bool and spec.verify.tolist() == [False, True] and spec.verified == {1}
+    assert spec.recall.dtype == bool and spec.recall.tolist() == [[False, False], [True, False]]
     assert spec.edges() == [(0, 1)]
-    with pytest.raises(ValueError):
-        spec.adjacency[0, 1] = False
+    for flags in (spec.adjacency, spec.active, spec.verify, spec.recall):
+        with pytest.raises(ValueError):
+            flags[0] = False
+    one = RoundSpec(np.zeros((1, 1), int), [1], [0])  # a team of one is a team
+    assert one.n_agents == 1 and one.edges() == []
+    assert RoundSpec.all_active(np.zeros((3, 3), bool), verify=[1, 0, 1]).verified == {0, 2}
+
+
+def test_reward_config_names_the_reward_modes():
+    with pytest.raises(ValueError, match=r"reward mode 'dense': must be one of \['sparse', 'shaped'\]"):
+        RewardConfig(mode="dense")
 
 
 def _episode(profile="mmlu_pro", n=3, rounds=3, seed=0, mode="sparse"):
@@ -87,16 +156,27 @@ def test_decision_reads_only_agents_that_ran():
     decide = ep.backend.decide
 
     async def spy(task, finals):
-        seen.append(tuple(m.sender for m in finals))
-        return await decide(task, finals)
+        seen.append((task, tuple(m.sender for m in finals)))
+        reply = await decide(task, finals)
+        return reply._replace(reply=reply.reply._replace(tokens_estimated=True))
 
     ep.backend.decide = spy
     ep.run_round(_spec(active=[2]))
+    assert not ep.tokens_estimated
     ep.decide()
-    assert seen == [(2,)]
+    assert seen == [(ep.task, (2,))]
     assert ep.ended and ep.accuracy in (0.0, 1.0)
-    with pytest.raises(RuntimeError, match="over"):
-        ep.run_round(_spec())
+    assert ep.tokens_estimated  # the decision node's tokens were estimated
+    for late in (lambda: ep.run_round(_spec()), ep.decide):
+        with pytest.raises(RuntimeError, match=r"^the episode is over \(or not started\): call start\(\) first$"):
+            late()
+
+
+def test_nothing_runs_before_start():
+    ep = TeamEpisode(SimTeamBackend(get_profile("mmlu_pro")), ("specialist",) * 3, 2)
+    for early in (lambda: ep.run_round(_spec()), ep.decide):
+        with pytest.raises(RuntimeError, match=r"\(or not started\): call start\(\) first"):
+            early()
 
 
 def test_early_halt_rewards_and_limits():
@@ -195,6 +275,38 @@ def test_batch_round_spec_validation():
         BatchRoundSpec(z, np.ones((2, 3), np.int8), ~on)
     idle = BatchRoundSpec.idle(2, 3)
     assert not idle.active.any() and not idle.adjacency.any()
+
+
+def test_transcript_labels_rounds_by_who_ran_and_who_was_verified():
+    """Without a front-end's labels, a round reads "active: ..." (everyone, the agents, or nobody)
+    and "; verified: ..."; a round without edges says so; adversaries are named first."""
+    backend = SimTeamBackend(get_profile("humaneval"))
+    ep = TeamEpisode(backend, ("specialist",) * 3, 3)
+    assert episode_transcript(ep) == ""  # nothing started
+    rng = np.random.default_rng(0)
+    ep.start(backend.sample_task(rng, "eval"), rng, adversaries=(1,))
+    ep.run_round(_spec(edges=[(0, 1)]))
+    ep.run_round(_spec(edges=[(1, 2)], active=[1, 2], verify=[1]))
+    ep.run_round(_spec(active=[]))
+    lines = episode_transcript(ep).splitlines()
+    assert lines[1] == "adversaries: agent_1"
+    rounds = [line for line in lines if line.startswith("== round")]
+    assert rounds == ["== round 1/3: active: everyone", "== round 2/3: active: agent_1, agent_2; verified: agent_1",
+                      "== round 3/3: active: nobody"]
+    assert lines[lines.index(rounds[2]) + 1].startswith("   edges: (none)   plan: ")
+    assert episode_transcript(ep, ["first", "second"]).count("== round 3/3: active: nobody") == 1
+
+
+def test_an_episode_gets_a_working_event_loop_after_close_and_after_pickling():
+    ep = _episode()
+    loop = ep.event_loop()
+    assert ep.event_loop() is loop and not loop.is_closed()
+    ep.close()
+    assert loop.is_closed() and not ep.event_loop().is_closed()
+    copy = pickle.loads(pickle.dumps(ep))
+    assert copy.event_loop() is not ep.event_loop() and copy.event_loop().run_until_complete(asyncio.sleep(0, 7)) == 7
+    ep.close()
+    copy.close()
 
 
 def test_env_exports_the_engine():

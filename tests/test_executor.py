@@ -15,7 +15,9 @@ import pytest
 
 from topo_env import EnvConfig, execution_plan
 from topo_env.backend import Verdict
+from topo_env.engine import RoundSpec, TeamEpisode, run_to_end
 from topo_env.env import TopologyParallelEnv
+from topo_env.executor import RoundExecutor
 from topo_env.sim.profiles import get_profile
 from topo_env.sim.team import SimTeamBackend
 from graph_helpers import reachability
@@ -140,6 +142,18 @@ def check_round(env, backend, r, infos):
     # calls are recorded layer by layer
     layers = [c.layer for c in res.calls]
     assert layers == sorted(layers)
+    # every call carries the task; every message is what its sender's call answered, verdict included;
+    # a call's record holds what the call was shown
+    reply_of = {(c.agent, c.phase): c.reply for c in res.calls}
+    for key, call in calls.items():
+        rec = records[key]
+        assert call.task is env.task and call.role == env.config.roles[call.agent]
+        assert rec.shown == call.messages and rec.own_previous == call.own_previous
+        for m in call.messages + ((call.own_previous,) if call.phase == "revise" else ()):  # this round's outputs
+            sent = records[(m.sender, m.phase)]
+            assert (m.text, m.role, m.answer) == (reply_of[(m.sender, m.phase)].text, env.config.roles[m.sender],
+                                                  sent.reply.answer)
+            assert m.verdict == sent.verdict
 
 
 ALL_JOINT = list(itertools.product(range(6), repeat=3))
@@ -246,6 +260,78 @@ def test_verdicts_show_up_when_verifying_agents_send():
 
 
 # ---------------------------------------------------------------------------------------
+# recalls, estimated tokens, adversaries, schedules (the executor on RoundSpecs)
+# ---------------------------------------------------------------------------------------
+
+
+def recording_episode(rounds: int = 2, backend: RecordingBackend | None = None) -> TeamEpisode:
+    backend = backend or RecordingBackend(get_profile("mmlu_pro"))
+    episode = TeamEpisode(backend, ("specialist", "specialist", "analyzer"), rounds)
+    rng = np.random.default_rng(3)
+    episode.start(backend.sample_task(rng, "eval"), rng)
+    return episode
+
+
+def spec_of(edges=(), recall_edges=()) -> RoundSpec:
+    adj, recall = np.zeros((3, 3), bool), np.zeros((3, 3), bool)
+    for u, v in edges:
+        adj[u, v] = True
+    for u, v in recall_edges:
+        recall[u, v] = True
+    return RoundSpec(adj, np.ones(3, bool), np.zeros(3, bool), recall)
+
+
+def test_recalled_outputs_come_after_the_messages_in_every_call_with_the_own_previous_output():
+    """Agent 2 debates agent 1 and recalls agent 0's round-1 output: its draft shows the recall
+    (after no messages), its revise shows agent 1's draft then the recall, and each call keeps its
+    own previous output (round 1's output, then its own draft)."""
+    episode = recording_episode()
+    first = episode.run_round(spec_of())
+    second = episode.run_round(spec_of(edges=[(1, 2), (2, 1)], recall_edges=[(0, 2)]))
+    calls = {c.phase: c for c in episode.backend.calls if c.round == 1 and c.agent == 2}
+    drafts = {m.sender: m for c in episode.backend.calls if c.round == 1 and c.phase == "revise"
+              for m in [c.own_previous]}
+    assert calls["draft"].messages == (first.finals[0],)
+    assert calls["draft"].own_previous == first.finals[2]
+    assert calls["revise"].messages == (drafts[1], first.finals[0])
+    assert calls["revise"].own_previous == drafts[2]
+    assert second.finals[2].phase == "revise"
+
+
+class EstimatingBackend(RecordingBackend):
+    """The sim, but agent 1's replies say their tokens were estimated (no usage from a server)."""
+
+    async def call_agent(self, call):
+        reply = await super().call_agent(call)
+        return reply._replace(tokens_estimated=call.agent == 1)
+
+
+def test_a_round_says_when_some_call_estimated_its_tokens():
+    episode = recording_episode(backend=EstimatingBackend(get_profile("mmlu_pro")))
+    assert episode.run_round(spec_of(edges=[(0, 1)])).tokens_estimated is True
+    assert episode.tokens_estimated  # and the episode remembers it
+    plain = recording_episode()
+    assert plain.run_round(spec_of(edges=[(0, 1)])).tokens_estimated is False
+
+
+def test_executor_marks_the_calls_of_its_adversaries():
+    backend = RecordingBackend(get_profile("mmlu_pro"))
+    rng = np.random.default_rng(5)
+    task = backend.sample_task(rng, "eval")
+    backend.start_episode(task, rng, 3, 1)
+    executor = RoundExecutor(backend, ("specialist",) * 3, adversarial=(1,))
+    run_to_end(executor.run_round(task, 0, spec_of(edges=[(1, 0)]), [None] * 3))
+    assert {c.agent: c.adversarial for c in backend.calls} == {0: False, 1: True, 2: False}
+
+
+def test_schedules_are_memoised_per_graph_and_active_set():
+    executor = RoundExecutor(RecordingBackend(get_profile("mmlu_pro")), ("specialist",) * 3)
+    spec = spec_of(edges=[(0, 1)])
+    assert executor.schedule(spec) is executor.schedule(spec_of(edges=[(0, 1)]))
+    assert executor.schedule(spec) is not executor.schedule(spec_of(edges=[(1, 0)]))
+
+
+# ---------------------------------------------------------------------------------------
 # concurrency
 # ---------------------------------------------------------------------------------------
 
@@ -316,5 +402,6 @@ def test_cpu_backend_that_awaits_io_is_refused():
 
     env = make_env(Sneaky, rounds=2)
     env.reset(seed=0)
-    with pytest.raises(RuntimeError, match="concurrent=True"):
+    with pytest.raises(RuntimeError, match=r"^a coroutine run without an event loop awaited I/O: a backend with "
+                                           r"concurrent=False must not \(declare it concurrent=True\)$"):
         env.step({a: SOLO for a in env.agents})

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from topo_env import CommAction, build_adjacency, density, execution_plan
-from topo_env.graph import PlanCache, build_adjacency_batch
+from topo_env import graph as graph_module
+from topo_env.graph import PlanCache, build_adjacency_batch, ring_targets
 from graph_helpers import reachability
 
 SOLO, BCAST, QUERY, AGG, VERIFY, DEBATE = range(6)
@@ -177,10 +178,10 @@ def test_direction_u_to_v():
     "actions,targets,match",
     [
         ([SOLO], None, "at least 2"),
-        ([0, 6, 0], None, "agent 1 is 6"),
+        ([0, 6, 0], None, r"agent 1 is 6, outside 0\.\.5"),
         ([0, 0, -1], None, "agent 2 is -1"),
-        ([0.0, 1.0, 2.0], None, "integers"),
-        ([QUERY, SOLO, SOLO], [0, 0, 0], "target of agent 0 is 0"),
+        ([0.0, 1.0, 2.0], None, r"integers 0\.\.5"),
+        ([QUERY, SOLO, SOLO], [0, 0, 0], r"target of agent 0 is 0: must be another agent in 0\.\.2"),
         ([SOLO, DEBATE, SOLO], [1, 3, 0], "target of agent 1 is 3"),
         ([SOLO, SOLO, QUERY], [1, 2, -1], "target of agent 2 is -1"),
         ([SOLO, SOLO, SOLO], [1, 2], "targets must be 3 integers"),
@@ -370,7 +371,7 @@ def test_plan_arrays_agree_with_execution_plan(n):
     for _ in range(2):  # second pass answers from the cache
         layer, comp, multi = cache.plan_arrays(adj)
         assert layer.shape == comp.shape == multi.shape == (b, n)
-        assert multi.dtype == bool
+        assert layer.dtype == comp.dtype == np.int64 and multi.dtype == bool
         for k in range(b):
             el, ec, em = expected_arrays(adj[k])
             np.testing.assert_array_equal(layer[k], el, err_msg=f"layer, graph {k}")
@@ -399,14 +400,62 @@ def test_plan_arrays_large_teams(n):
     )
 
 
-def test_plan_cache_call_agrees_and_memoises():
+def counted_execution_plan(monkeypatch) -> list[bytes]:
+    """Make topo_env.graph count its execution_plan calls (the graphs, as int8 bytes)."""
+    computed = []
+
+    def counting(adjacency):
+        computed.append(np.asarray(adjacency, dtype=np.int8).tobytes())
+        return execution_plan(adjacency)
+
+    monkeypatch.setattr(graph_module, "execution_plan", counting)
+    return computed
+
+
+def test_plan_cache_call_agrees_and_memoises(monkeypatch):
+    """Each graph is planned once, in whatever dtype it comes (the same plan object is returned
+    after); past ``max_entries`` graphs the cache forgets plans rather than grow."""
+    computed = counted_execution_plan(monkeypatch)
     cache = PlanCache(max_entries=4)
     rng = np.random.default_rng(7)
-    for _ in range(50):
-        acts = rng.integers(0, 6, 4).tolist()
-        adj = build_adjacency(acts)
-        assert cache(adj) == execution_plan(adj)
-        assert cache(adj) == execution_plan(adj)
+    graphs = []
+    while len(graphs) < 5:
+        adj = build_adjacency(rng.integers(0, 6, 4).tolist())
+        if not any(np.array_equal(adj, g) for g in graphs):
+            graphs.append(adj)
+    plans = [cache(g) for g in graphs[:4]]
+    assert plans == [execution_plan(g) for g in graphs[:4]]
+    assert len(computed) == 4
+    for g, plan in zip(graphs[:4], plans):
+        for same_graph in (g, g.astype(bool), g.astype(np.int64)):
+            assert cache(same_graph) is plan
+    assert len(computed) == 4  # every repeat was a hit
+    assert cache(graphs[4]) == execution_plan(graphs[4])
+    for g in graphs[:4]:
+        assert cache(g) == execution_plan(g)
+    assert len(computed) > 5  # five graphs do not all fit in four entries: some were planned again
+
+
+def test_plan_arrays_plan_each_distinct_graph_once(monkeypatch):
+    """A batch plans each distinct graph once; a later batch of known graphs plans none; a cache
+    with fewer entries than graphs keeps at most that many."""
+    computed = counted_execution_plan(monkeypatch)
+    rng = np.random.default_rng(8)
+    acts = rng.integers(0, 6, (60, 4))
+    acts[30:] = acts[:30]
+    adj = build_adjacency_batch(acts, np.tile(ring_targets(4), (60, 1)))
+    cache = PlanCache()
+    first = cache.plan_arrays(adj)
+    distinct = {g.tobytes() for g in adj.astype(np.int8)}
+    assert sorted(computed) == sorted(distinct)
+    again = cache.plan_arrays(adj[::-1])
+    assert len(computed) == len(distinct)
+    for got, want in zip(again, first):
+        np.testing.assert_array_equal(got, want[::-1])
+    small = PlanCache(max_entries=4)  # bounded too: more graphs than entries get planned again
+    small.plan_arrays(adj)
+    small.plan_arrays(adj)
+    assert len(computed) > 2 * len(distinct)
 
 
 # ---------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from torch_geometric.nn import GatedGraphConv
 from torch_geometric.utils import dense_to_sparse
 
 from learners.agent_network import AgentQNetwork, DenseGatedGraphConv
-from learners.mixer import QMixer
+from learners.mixer import IndependentQ, QMixer, VDNMixer, make_mixer
 
 torch.set_num_threads(1)
 
@@ -295,6 +295,29 @@ def test_mixer_matches_the_qmix_formula():
             b2 = mixer.hyper_b2(states[k])
             want = torch.nn.functional.elu(qs[k] @ w1 + b1) @ w2 + b2
             assert torch.allclose(out[k], want.squeeze(), atol=1e-5)
+
+
+def test_mixer_hypernetworks_are_relu_mlps_of_the_papers_width():
+    """W1, W2 and V(s) come from MLPs with one ReLU hidden layer; by default 64 hidden units and
+    embedding width 64, as in the paper."""
+    torch.manual_seed(4)
+    n, s = 3, 5
+    mixer = QMixer(n, s)
+    assert mixer.embed_dim == 64
+    states = torch.randn(10, s)
+    with torch.no_grad():
+        for net, width in ((mixer.hyper_w1, n * 64), (mixer.hyper_w2, 64), (mixer.hyper_b2, 1)):
+            hidden, out = [m for m in net if isinstance(m, torch.nn.Linear)]
+            assert (hidden.in_features, hidden.out_features, out.out_features) == (s, 64, width)
+            pre = states @ hidden.weight.T + hidden.bias
+            assert (pre < 0).any()  # the ReLU cuts some units off
+            torch.testing.assert_close(net(states), torch.relu(pre) @ out.weight.T + out.bias)
+
+
+def test_make_mixer_names_the_known_mixers():
+    assert isinstance(make_mixer("vdn", 3, 5, 8, 8), VDNMixer) and isinstance(make_mixer("none", 3, 5, 8, 8), IndependentQ)
+    with pytest.raises(ValueError, match=r"mixer='qtran': must be one of \['qmix', 'vdn', 'none'\]"):
+        make_mixer("qtran", 3, 5, 8, 8)
 
 
 @pytest.mark.parametrize("scale", [1.0, 10.0, 1e3])

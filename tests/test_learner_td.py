@@ -120,12 +120,20 @@ def test_double_q_and_plain_q_bootstrap_differently():
 
 
 def test_targets_use_online_q_argument_for_double_q():
+    """Double Q picks the bootstrap actions by the ``online_q`` it is given: the online network's own
+    values reproduce the default; the target network's values turn it into plain Q-learning's
+    targets, which differ on this batch (see the test above)."""
     learner = make_learner(double_q=True)
+    plain = make_learner(double_q=False)  # same seed: identical networks
     batch = episode_batch()
     b = learner.batch_to_tensors(batch)
     with torch.no_grad():
         online_q = learner.agent.unroll(b["obs"], b["adjacency"])
+        target_q = learner.target_agent.unroll(b["obs"], b["adjacency"])
     assert torch.allclose(learner.targets(b, online_q=online_q), learner.targets(b), atol=1e-6)
+    given_target_q = learner.targets(b, online_q=target_q)
+    assert torch.allclose(given_target_q, plain.targets(b), atol=1e-6)
+    assert not torch.allclose(given_target_q, learner.targets(b), atol=1e-4)
 
 
 def test_targets_of_a_batch_of_episodes_are_per_episode():
@@ -169,6 +177,20 @@ def test_td_targets_batch_rows_are_independent():
         y = td_targets(rewards, term, nxt, 0.5, lam)
         for k in range(2):
             assert torch.allclose(y[k], td_targets(rewards[k:k + 1], term[k:k + 1], nxt[k:k + 1], 0.5, lam)[0])
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.5, 1.0])
+def test_td_targets_broadcast_team_rewards_over_agents(lam):
+    """Independent learners: rewards and flags (B, T, 1), bootstrap values (B, T, N) give
+    targets (B, T, N) whose column i is agent i's own TD(lambda) targets."""
+    rng = np.random.default_rng(4)
+    rewards = torch.tensor(rng.random((2, 3, 1)), dtype=torch.float32)
+    terminated = torch.tensor([[False, False, True], [False, False, False]]).unsqueeze(-1)
+    values = torch.tensor(rng.normal(size=(2, 3, 4)), dtype=torch.float32)
+    y = td_targets(rewards, terminated, values, gamma=0.9, td_lambda=lam)
+    assert y.shape == (2, 3, 4)
+    for i in range(4):
+        torch.testing.assert_close(y[..., i], td_targets(rewards[..., 0], terminated[..., 0], values[..., i], 0.9, lam))
 
 
 @pytest.mark.parametrize("lam", [0.5, 1.0])
@@ -400,6 +422,61 @@ def test_soft_target_update_is_polyak_every_update():
         assert learner.target_agent.head[-1].bias[j].item() == pytest.approx(want, abs=1e-6)
 
 
+def test_sync_targets_by_default_copies_the_online_networks():
+    learner = make_learner()  # perturbed targets
+    assert not same(online_params(learner), target_params(learner))
+    learner.sync_targets()
+    assert same(online_params(learner), target_params(learner))
+
+
+def first_step(lr: float, set_lr: float | None = None) -> list[torch.Tensor]:
+    """How much one update moves the online parameters, from seed 0, with learning rate ``lr``
+    (changed to ``set_lr`` before the update when given)."""
+    learner = make_learner(lr=lr)
+    if set_lr is not None:
+        learner.set_lr(set_lr)
+    before = online_params(learner)
+    learner.update(episode_batch(rewards=(0.0, 1.0), b=2, seed=12))
+    return [after - b for after, b in zip(online_params(learner), before)]
+
+
+def test_adam_steps_with_the_configured_and_the_scheduled_learning_rate():
+    """Adam's first step is lr * g / (|g| + eps): four times the learning rate, four times the step;
+    set_lr changes the rate of the next update as if it had been configured."""
+    small, large, scheduled = first_step(1e-4), first_step(4e-4), first_step(1e-4, set_lr=4e-4)
+    moved = [(s, l) for s, l in zip(small, large) if s.abs().max() > 0]
+    assert moved
+    for s, l in moved:
+        torch.testing.assert_close(l, 4 * s, rtol=1e-3, atol=1e-9)
+    for l, sch in zip(large, scheduled):
+        assert torch.equal(l, sch)
+
+
+def test_load_networks_copies_networks_into_online_and_targets():
+    """load_networks takes a run's agent and mixer (or another agent in place of its agent) for
+    the online networks and the targets alike."""
+    source = make_learner(seed=1)
+    learner = make_learner(seed=2)
+    learner.load_networks(source.state_dict())
+    assert same(online_params(learner), online_params(source))
+    assert same(target_params(learner), online_params(source))
+    other_agent = make_learner(seed=3)
+    learner.load_networks(source.state_dict(), agent=other_agent.agent.state_dict())
+    want = [p.detach() for p in list(other_agent.agent.parameters()) + list(source.mixer.parameters())]
+    assert same(online_params(learner), want) and same(target_params(learner), want)
+
+
+def test_networks_and_batches_live_on_the_learner_device():
+    """Every network, and every batch tensor, is put on the device given (here the shapeless
+    'meta' device, which CPU-only machines have too)."""
+    cfg = LearnerConfig(**SMALL)
+    meta = torch.device("meta")
+    learner = QMIXLearner(D, S, N, A, cfg, meta)
+    for net in (learner.agent, learner.mixer, learner.target_agent, learner.target_mixer):
+        assert {p.device for p in net.parameters()} == {meta}
+    assert {v.device for v in learner.batch_to_tensors(episode_batch()).values()} == {meta}
+
+
 def test_learner_state_dict_round_trip():
     learner = make_learner(lr=1e-2)
     batch = episode_batch(rewards=(0.0, 1.0), b=2, seed=11)
@@ -522,11 +599,13 @@ def test_team_exploration_share_of_rounds_and_greedy_otherwise():
     mask = np.ones((3, A), bool)
     picks = np.stack([select_actions(q, mask, 0.4, rng, team_explore=0.5) for _ in range(6000)])
     explored = picks != A - 1
-    # independent exploration: each agent with probability 0.4 * 0.5, 5/6 of it visibly
+    # independent exploration, in the 1 - 0.4 * 0.5 rounds that are not team rounds: each agent with
+    # probability 0.4 * 0.5, 5/6 of it visibly; rounds where exactly one agent left its greedy action
     solo_rate = explored[(explored.sum(axis=1) == 1)].shape[0] / len(picks)
+    visible = 0.4 * 0.5 * 5 / 6
     shared = (picks == picks[:, :1]).all(axis=1) & (picks[:, 0] != A - 1)
-    assert abs(shared.mean() - 0.4 * 0.5 * 5 / 6) < 0.02  # team rounds that left the greedy action
-    assert 0.2 < solo_rate < 0.35
+    assert abs(shared.mean() - 0.4 * 0.5 * 5 / 6) < 0.02  # team rounds that left the greedy action (SE 0.005)
+    assert abs(solo_rate - (1 - 0.4 * 0.5) * 3 * visible * (1 - visible) ** 2) < 0.02  # SE 0.006
     assert np.array_equal(select_actions(q, mask, 0.0, rng, team_explore=1.0), np.full(3, A - 1))
 
 

@@ -3,12 +3,17 @@
 Measured with the batch simulator (which ``tests/test_batch_sim.py`` holds equal to the env, episode by
 episode) on 20,000 episodes unless stated: standard errors are about 0.3 points for accuracies.
 """
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 from topo_env.sim.batch import BatchRoundSpec, BatchSimulator
 from topo_env.sim.model import TRAP_LABEL
-from topo_env.sim.profiles import PROFILES, AgentModel, get_model
+from topo_env.sim.profiles import MODELS, PROFILES, AgentModel, get_model
 from topo_env.sim.tasks import CUE_VOCAB, SimTaskSource, subject_vocab
 from topo_env.tasks import DIFFICULTY_BUCKETS
 
@@ -54,7 +59,14 @@ def test_wrong_answers_fall_into_the_trap_more_as_difficulty_rises():
     wrong = labels != 0
     trap_share = [(labels[tasks.bucket == b] == TRAP_LABEL).sum() / wrong[tasks.bucket == b].sum() for b in range(3)]
     assert trap_share[0] + 0.1 < trap_share[2]
-    assert 0.5 < trap_share[0] and trap_share[2] <= 1.0
+    assert 0.5 < trap_share[0]
+    # as the model says: a wrong attempt is the trap with probability min(1, trap_base + trap_slope d)
+    p = PROFILES["mmlu_pro"]
+    p_trap = np.minimum(1.0, p.trap_base + p.trap_slope * np.broadcast_to(tasks.difficulty[:, None], labels.shape))
+    for b in range(3):
+        chances = p_trap[wrong & (tasks.bucket == b)[:, None]]
+        standard_error = np.sqrt((chances * (1 - chances)).sum()) / len(chances)
+        assert abs(trap_share[b] - chances.mean()) < 4 * standard_error, (b, trap_share[b], chances.mean())
 
 
 def test_agents_differ_per_subject_personas_a_little_models_a_lot():
@@ -65,9 +77,21 @@ def test_agents_differ_per_subject_personas_a_little_models_a_lot():
     assert 0.5 <= mixed.std(axis=0, ddof=1).mean() <= 1.1
     # which agent is best depends on the subject
     assert len(set(mixed.argmax(axis=0))) == 3
-    # the same name always has the same strengths; explicit skills override the draw
-    assert get_model("qwen3-32b").skill("law") == get_model("qwen3-32b").skill("law")
+    # explicit skills override the draw
     assert AgentModel("x", ability=0.5, skills=(("law", 0.25),)).skill("law") == 0.75
+
+
+def test_a_models_strengths_are_the_same_in_every_process():
+    """The same name always has the same strengths: an interpreter with another string-hash seed
+    (PYTHONHASHSEED) draws the very skills this one does."""
+    names = sorted(PROFILES["mmlu_pro"].subject_names)
+    code = ("import json, sys; from topo_env.sim.profiles import MODELS; "
+            "print(json.dumps({m: [MODELS[m].skill(s) for s in sys.argv[1:]] for m in sorted(MODELS)}))")
+    here = {m: [get_model(m).skill(s) for s in names] for m in sorted(MODELS)}
+    other_seed = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"
+    out = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONHASHSEED": other_seed}).stdout
+    assert json.loads(out) == here
 
 
 def test_a_blind_spot_persists_through_the_episode():
