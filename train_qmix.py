@@ -4,7 +4,7 @@ learned policy with every fixed topology on held-out tasks.
     python train_qmix.py                                   # configs/default.yaml, simulated team
     python train_qmix.py --config configs/math.yaml --set learner.lr=1e-3 --episodes 3000 --out runs/math
     python train_qmix.py --resume runs/math                # continue an interrupted run
-    python train_qmix.py --config configs/qmix_small.yaml  # the settings that converge on the simulated team
+    python train_qmix.py --config C.yaml --sim2real --real-calls 10000 --out DIR   # C.yaml's team as the real one
 
 Writes to --out: TensorBoard logs, checkpoint.pt (every train.checkpoint_every episodes and at
 the end), config.json, results.json and PNG pictures (learning_curves.png, action_distribution.png,
@@ -29,23 +29,26 @@ from pathlib import Path
 import numpy as np
 import torch
 from matplotlib.image import imread
+
+import sim2real
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from learners.buffer import EpisodeReplayBuffer
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
 from learners.distributed import RayRollouts, require_ray  # imports Ray only when train.ray is set
-from learners.evaluation import (QMIXPolicy, evaluate, layout_difference, load_checkpoint, paired_difference,
-                                 references_apply, score_on_simulator)
+from learners.evaluation import (AGENT_LAYOUT, MIXER_LAYOUT, QMIXPolicy, evaluate, held_out_comparison,
+                                 layout_difference, load_checkpoint, references_apply)
 from learners.inflight import EpisodesInFlight, sibling_envs
 from learners.evaluation import config_overrides as _flatten  # a saved config as --set overrides (--resume)
 from learners.learner import QMIXLearner
 from learners.batch_runner import BatchEpisodeRunner, BatchStats, EpisodeBatch
 from learners.runner import EpisodeRunner
 from learners.schedules import epsilon_at, lr_at
+from learners.teacher import imitate_teacher
 from learners.seeds import format_seeds, run_seeds
 from topo_env.actions import N_ACTIONS
-from topo_env.baselines import BASELINES, FIXED_BASELINES, SequencePolicy, make_baseline
+from topo_env.baselines import FIXED_BASELINES
 from topo_env.backends import BackendFailed, BackendUnavailable
 from topo_env.cli import (OneLineParser, RunError, closing_note, format_table, points, positive_int, run_main,
                           standard_error_note)
@@ -97,6 +100,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-pictures", action="store_true", help="write no PNG pictures at the end")
     p.add_argument("--trace-out", metavar="PATH",
                    help="append every training episode to this JSONL trace file (schema: topo_env/traces.py)")
+    s2r = p.add_argument_group("sim to real (sim2real.py): --config's team is the real one")
+    s2r.add_argument("--sim2real", action="store_true",
+                     help="record the real team, fit a simulated team to it, train on that, evaluate on the real team")
+    s2r.add_argument("--real-calls", type=positive_int, metavar="N", help="budget of real LLM calls for training")
+    s2r.add_argument("--finetune-calls", type=positive_int, metavar="N",
+                     help="of the budget, calls for fine-tuning on the real team after the simulator (default: none)")
+    s2r.add_argument("--sim-set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                     help="override a key of the training on the fitted team (configs/default.yaml's)")
     return p.parse_args(argv)
 
 
@@ -170,10 +181,12 @@ def budget_reached(cfg: ExperimentConfig, spent: dict[str, int]) -> str | None:
 
 def save_checkpoint(path: Path, cfg: ExperimentConfig, learner: QMIXLearner, buffer: EpisodeReplayBuffer,
                     episode: int, curves: list[dict] = (), spent: dict[str, int] | None = None,
-                    validation: dict | None = None, held_out_curve: list[dict] = ()) -> None:
+                    validation: dict | None = None, held_out_curve: list[dict] = (), teacher: dict | None = None) -> None:
     spent = spent or {"tokens": 0, "calls": 0}
     state = {"config": cfg.to_dict(), "learner": learner.state_dict(), "episode": episode, "curves": list(curves),
-             "tokens_spent": int(spent["tokens"]), "calls_spent": int(spent["calls"]), "validation": validation,
+             "tokens_spent": int(spent["tokens"]), "calls_spent": int(spent["calls"]),
+             "simulator_episodes_spent": int(spent.get("simulator_episodes", 0)), "teacher": teacher,
+             "validation": validation,
              "held_out_curve": list(held_out_curve),
              "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
              "buffer": buffer.state_dict() if cfg.train.save_buffer else None}
@@ -190,6 +203,10 @@ def save_checkpoint(path: Path, cfg: ExperimentConfig, learner: QMIXLearner, buf
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.sim2real:
+        return sim2real.run(args, train=main)
+    if args.real_calls or args.finetune_calls or args.sim_set:
+        raise ConfigError("--real-calls, --finetune-calls and --sim-set belong to --sim2real")
     if args.seeds:
         return main_seeds(args)
 
@@ -220,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         cfg = dataclasses.replace(cfg, learner=dataclasses.replace(cfg.learner, **spans))
         out_dir = Path(args.out or f"runs/qmix-{setting_name(cfg)}-seed{cfg.train.seed}")
         checkpoint = None
+    cfg, notes = cfg.effective()  # simulator-only options off where the team is not the batched simulated one
+    for note in notes:
+        print(note, file=sys.stderr)
     require_ray(cfg)
     if cfg.train.ray is not None and args.trace_out:
         raise ConfigError("--trace-out with train.ray: the Ray workers record no traces; drop one of them")
@@ -256,11 +276,16 @@ def main(argv: list[str] | None = None) -> int:
     start = 0
     if args.init_from:
         init_cfg, init_checkpoint = load_checkpoint(args.init_from)
-        differs = layout_difference(cfg, init_cfg)
+        differs = layout_difference(cfg, init_cfg, AGENT_LAYOUT)
         if differs:
             raise ConfigError(f"--init-from {args.init_from}: its networks do not fit this run: {differs}")
         best = (init_checkpoint.get("validation") or {}).get("best")
-        learner.load_networks(init_checkpoint["learner"], agent=best["agent"] if best else None)
+        mixer_differs = layout_difference(cfg, init_cfg, MIXER_LAYOUT)
+        learner.load_networks(init_checkpoint["learner"], agent=best["agent"] if best else None,
+                              mixer=mixer_differs is None)
+        if mixer_differs:  # e.g. a mixer trained on the simulator's privileged state: the agents' networks only
+            print(f"--init-from {args.init_from}: its agent network; the mixer starts afresh ({mixer_differs})",
+                  file=sys.stderr)
     if checkpoint is not None:
         learner.load_state_dict(checkpoint["learner"])
         if checkpoint["buffer"] is not None:
@@ -270,6 +295,10 @@ def main(argv: list[str] | None = None) -> int:
         random.setstate(checkpoint["python_rng"])
         start = int(checkpoint["episode"])
         validation = checkpoint.get("validation") or validation
+    teacher = checkpoint.get("teacher") if checkpoint is not None else None
+    if cfg.learner.teacher_episodes and checkpoint is None and not args.init_from:  # before TD learning
+        teacher = imitate_teacher(cfg.env, cfg.learner, learner.agent, seed, device, progress=not args.no_progress)
+        learner.sync_targets(1.0)
     (out_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
     writer = SummaryWriter(str(out_dir))
 
@@ -285,8 +314,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     stop = GracefulStop()  # Ctrl-C finishes the episodes in flight, checkpoints, and exits
     # toward train.token_budget and train.call_budget: training and validation episodes
-    spent = {"tokens": int(checkpoint.get("tokens_spent", 0)), "calls": int(checkpoint.get("calls_spent", 0))} \
-        if checkpoint is not None else {"tokens": 0, "calls": 0}
+    spent = {"tokens": int(checkpoint.get("tokens_spent", 0)), "calls": int(checkpoint.get("calls_spent", 0)),
+             "simulator_episodes": int(checkpoint.get("simulator_episodes_spent", 0))} \
+        if checkpoint is not None else {"tokens": 0, "calls": 0, "simulator_episodes": 0}
+    if teacher is not None and checkpoint is None:  # the teacher's search and demonstrations: simulator episodes
+        spent["simulator_episodes"] += teacher["demonstrations"] + teacher["search_episodes"]
     overshoot = 0  # episodes in flight when a budget was reached (they finish: their tokens and calls are spent)
     committed, untouched = start, True  # untouched: learner and replay hold exactly `committed` episodes
     eval_seed = seed + EVAL_SEED_OFFSET
@@ -306,7 +338,9 @@ def main(argv: list[str] | None = None) -> int:
                 "accuracy": figures["accuracy"], "tokens_per_task": figures["tokens_per_task"]}
 
     if cfg.train.curve_every and start == 0:
-        held_out_curve.append(curve_point(0))  # the untrained network
+        held_out_curve.append(curve_point(0))  # the untrained network (or the teacher's student)
+    if cfg.train.validate_every and start == 0 and teacher is not None:  # the teacher's student is a candidate too
+        add_spent(spent, *validate(validation_envs, learner, cfg, validation, 0, device, writer))
 
     def launch(env: TopologyParallelEnv, slot: int, j: int):
         """Episode j, launched once episode j - K is committed: played with the weights of now."""
@@ -378,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
                 add_spent(spent, *validate(validation_envs, learner, cfg, validation, last + 1, device, writer))
             window.append(stats)
             add_spent(spent, stats.tokens.sum(), stats.calls.sum())
+            spent["simulator_episodes"] += len(stats.reward) * cfg.learner.replicas * rounds  # replicas: forks per round
             if reached(cfg.train.curve_every):
                 held_out_curve.append(curve_point(last + 1))
             budget = budget_reached(cfg, spent)
@@ -399,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
             stopping = stop.requested and not in_flight()
             if reached(cfg.train.checkpoint_every) or stopping:
                 save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, last + 1, curves, spent,
-                                validation, held_out_curve)
+                                validation, held_out_curve, teacher)
             committed, untouched = last + 1, True
             if stopping:
                 if overshoot:
@@ -417,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     except BackendFailed as err:  # the team's server went down: keep what completed, say how to go on
         if untouched:
             save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, committed, curves, spent, validation,
-                            held_out_curve)
+                            held_out_curve, teacher)
             kept = f"saved a checkpoint after the {committed} completed episodes"
         else:
             kept = "the last periodic checkpoint stands"
@@ -435,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.train.curve_every and (not held_out_curve or held_out_curve[-1]["episode"] != cfg.train.episodes):
         held_out_curve.append(curve_point(cfg.train.episodes))  # the last network
     save_checkpoint(out_dir / "checkpoint.pt", cfg, learner, buffer, cfg.train.episodes, curves, spent,
-                    validation, held_out_curve)
+                    validation, held_out_curve, teacher)
     # the evaluated policy: the network that validated best (with validation), else the last one
     policy_agent = learner.agent
     if validation["best"] is not None and validation["best"]["episode"] != cfg.train.episodes:
@@ -444,41 +479,22 @@ def main(argv: list[str] | None = None) -> int:
 
     # -- evaluation on held-out tasks -------------------------------------------------------
     # every policy through one loop and one summary (learners.evaluation): the same keys for all
-    results, traces = {}, {}
     qmix_policies = [QMIXPolicy(policy_agent, device)]
     if policy_agent is not learner.agent:  # what validation gained: the last network, on the same episodes
         qmix_policies.append(QMIXPolicy(learner.agent, device, name="qmix_last"))
-    # a simulated team: the baselines and the headroom references are played by the batch simulator
-    # on the same held-out episodes (common random numbers); other teams play them all on the env
-    simulated = cfg.env.backend.kind == "sim"
-    on_env = qmix_policies + ([] if simulated else [make_baseline(name) for name in BASELINES])
     try:
-        for policy in on_env:
-            results[policy.name], traces[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes,
-                                                                 seed=eval_seed, split="eval",
-                                                                 progress=not args.no_progress, siblings=eval_envs[1:])
+        results, traces, rewards, paired, headroom = held_out_comparison(
+            cfg, qmix_policies, eval_env, eval_envs[1:], progress=not args.no_progress)
     except BackendUnavailable:
         raise
     except BackendFailed as err:
         raise RunError(f"training finished and its checkpoint is in {out_dir}, but the held-out evaluation failed "
                        f"({err}): rerun it with --resume {out_dir} once the backend serves again") from None
-    rewards = {name: np.array([t.reward for t in episodes]) for name, episodes in traces.items()}
-    with_references = references_apply(cfg)
-    if simulated:
-        figures, batch_rewards = score_on_simulator(eval_env, cfg.train.eval_episodes, eval_seed,
-                                                    progress=not args.no_progress, references=with_references)
-        results.update(figures)
-        rewards.update(batch_rewards)
-    paired = {name: paired_difference(rewards["qmix"], r) for name, r in rewards.items() if name != "qmix"}
-    headroom = {}
-    if with_references:
-        gap = results["adaptive"]["reward"] - results["best_fixed"]["reward"]
-        headroom = {"headroom": gap, "headroom_share": (results["qmix"]["reward"] - results["best_fixed"]["reward"]) / gap
-                    if gap > 0 else None}
     summary = {"config": cfg.to_dict(), "eval": {**results, **headroom}, "qmix_minus": paired,
                "train": {"episodes": cfg.train.episodes, "seconds": train_seconds, "updates": learner.updates,
                          "time_split": {**time_split, "other": train_seconds - sum(time_split.values())},
-                         "tokens": spent["tokens"], "calls": spent["calls"], "curves": curves,
+                         "tokens": spent["tokens"], "calls": spent["calls"],
+                         "simulator_episodes": spent["simulator_episodes"], "teacher": teacher, "curves": curves,
                          **({"init_from": str(args.init_from)} if args.init_from else {})}}
     if held_out_curve:
         summary["learning_curve"] = {

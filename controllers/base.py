@@ -124,11 +124,14 @@ def config_flag(v: Any) -> bool:
 
 @dataclass
 class FitReport:
-    """What training spent: episodes played, LLM calls (agents' + decision node's) and tokens."""
+    """What training spent: episodes played, LLM calls (agents' + decision node's) and tokens, and
+    ``simulator_episodes``: what the simulator played beyond those episodes (QMIX on a simulated
+    team: the replicas of its batched training, its teacher's search and demonstrations)."""
 
     episodes: int = 0
     calls: int = 0
     tokens: int = 0
+    simulator_episodes: int = 0
 
 
 class Controller:

@@ -32,8 +32,8 @@ from topo_env.config import ConfigError, EnvConfig
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAIN_SCRIPT = REPO_ROOT / "train_qmix.py"
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
-TRAIN_EPISODES = 4000
-"""configs/default.yaml's train.episodes: what `python train_qmix.py` trains (docs/learning.md)."""
+TRAIN_EPISODES = 32768
+"""configs/default.yaml's train.episodes: the TD episodes `python train_qmix.py` trains, after its teacher (docs/training.md)."""
 ENV_ROUNDS = None  # the profile's rounds, as QMIX trains on them
 
 
@@ -91,7 +91,8 @@ class QMIXController(CommActionController):
         self.policy = QMIXPolicy(agent)
         self.loaded_run = Path(run_dir)
         return FitReport(episodes=int(checkpoint.get("episode", 0)), calls=int(checkpoint.get("calls_spent", 0)),
-                         tokens=int(checkpoint.get("tokens_spent", 0)))
+                         tokens=int(checkpoint.get("tokens_spent", 0)),
+                         simulator_episodes=int(checkpoint.get("simulator_episodes_spent", 0)))
 
     def state_dict(self) -> dict:
         return {"run_dir": None if self.loaded_run is None else str(self.loaded_run)}

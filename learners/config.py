@@ -16,6 +16,7 @@ from typing import Any
 from learners.mixer import MIXERS
 from topo_env.cli import apply_set, parse_set
 from topo_env.config import ConfigError, EnvConfig, load_yaml
+from topo_env.seeding import TEACHER_SEED_OFFSET
 
 SECTIONS = ("env", "learner", "train")
 
@@ -76,6 +77,15 @@ class LearnerConfig:
             adversaries, blind spots; ``topo_env.vector_env.SimVectorEnv.privileged``): the
             mixer can explain the outcome's task-level variance, so less of it reaches the agent
             networks. The agent networks, i.e. the executed policy, still read observations only.
+        teacher_episodes: (simulated team, batched training, N = 3, T <= 2) before TD learning, the
+            agent network imitates a teacher on this many simulated episodes (0: no teacher): the
+            adaptive reference searched on what the task text tells (``learners.teacher``; the
+            search runs once per team and is cached). ``teacher_epochs`` passes over them, Adam at
+            ``teacher_lr``, minibatches of ``teacher_batch_size``, cross-entropy on ``Q /
+            teacher_temperature`` (so that Q-values stay on the reward's scale for TD to go on).
+        mixer_warmup: the first this many updates train the mixer only (the agent network's
+            gradients are dropped): after a teacher, a mixer that starts at random would otherwise
+            send large errors into the agent network it learned.
         device: "auto" (CUDA when present), "cpu" or "cuda".
         torch_threads: CPU threads for torch (1 is fastest for these small networks).
         compile: ``torch.compile`` the update's loss (forward, targets; backward through
@@ -115,6 +125,12 @@ class LearnerConfig:
     topology_explore: float = 0.0
     replicas: int = 0
     privileged_state: bool = False
+    teacher_episodes: int = 0
+    teacher_epochs: int = 4
+    teacher_lr: float = 3e-3
+    teacher_batch_size: int = 1024
+    teacher_temperature: float = 0.05
+    mixer_warmup: int = 0
     device: str = "auto"
     torch_threads: int = 1
     compile: bool = False
@@ -124,6 +140,12 @@ class LearnerConfig:
                     "target_update_interval", "updates_per_episode", "episodes_per_update", "torch_threads"):
             _check_int(self, key, 1)
         _check_int(self, "replicas", 0)
+        _check_int(self, "teacher_episodes", 0)
+        _check_int(self, "mixer_warmup", 0)
+        for key in ("teacher_epochs", "teacher_batch_size"):
+            _check_int(self, key, 1)
+        _check_float(self, "teacher_lr", lo=0.0, lo_open=True)
+        _check_float(self, "teacher_temperature", lo=0.0, lo_open=True)
         _check_float(self, "lr", lo=0.0, lo_open=True)
         _check_float(self, "gamma", lo=0.0, hi=1.0)
         _check_float(self, "grad_clip", lo=0.0, lo_open=True)
@@ -314,18 +336,36 @@ class ExperimentConfig:
         return cls(**parts)
 
     def __post_init__(self) -> None:
-        batched = self.batched
-        if batched and (self.train.episodes_in_flight > 1 or self.train.ray is not None):
+        if self.batched and (self.train.episodes_in_flight > 1 or self.train.ray is not None):
             what = "train.ray" if self.train.ray is not None else f"train.episodes_in_flight={self.train.episodes_in_flight}"
             raise ConfigError(f"{what} with train.sim_batch={self.train.sim_batch}: the simulated team already plays "
                               "a batch at once; set train.sim_batch=0 to play it one episode at a time (the path of "
                               "episodes in flight and Ray, meant for LLM teams)")
-        for key, on in (("replicas", bool(self.learner.replicas)), ("privileged_state", self.learner.privileged_state)):
-            if on and not batched:
-                raise ConfigError(f"learner.{key}={getattr(self.learner, key)!r} needs the batched simulated team "
-                                  f"(env.backend sim and train.sim_batch > 0; here backend "
-                                  f"{self.env.backend.kind!r}, sim_batch {self.train.sim_batch}): set "
-                                  f"learner.{key} off for this team")
+        if self.learner.teacher_episodes and self.train.episodes > TEACHER_SEED_OFFSET:
+            raise ConfigError(f"train.episodes={self.train.episodes} with a teacher: training episodes beyond "
+                              f"{TEACHER_SEED_OFFSET:,} would replay the teacher's; train fewer or set "
+                              "learner.teacher_episodes=0")
+
+    def effective(self) -> tuple["ExperimentConfig", list[str]]:
+        """This config as a run of its team uses it, and one note per option it turns off: the
+        simulator-only learner options (``replicas``, ``privileged_state``, ``teacher_episodes``)
+        need the batched simulated team (``env.backend`` sim, ``train.sim_batch`` > 0), and the
+        teacher's search covers N = 3, T <= 2 only; elsewhere they are off."""
+        lc, notes, off = self.learner, [], {}
+        if not self.batched:
+            off = {k: v for k, v in (("replicas", 0), ("privileged_state", False), ("teacher_episodes", 0))
+                   if getattr(lc, k) != v}
+            if off:
+                notes.append(f"{', '.join(f'learner.{k}' for k in off)}: off for this run (they need the batched "
+                             f"simulated team: env.backend sim and train.sim_batch > 0; here backend "
+                             f"{self.env.backend.kind!r}, sim_batch {self.train.sim_batch})")
+        elif lc.teacher_episodes and (self.env.n_agents != 3 or self.env.rounds > 2):
+            off = {"teacher_episodes": 0}
+            notes.append(f"learner.teacher_episodes: off for this team (the teacher's search covers N = 3 and T <= 2; "
+                         f"here N = {self.env.n_agents}, T = {self.env.rounds})")
+        if not off:
+            return self, notes
+        return dataclasses.replace(self, learner=dataclasses.replace(lc, **off)), notes
 
     @property
     def batched(self) -> bool:

@@ -285,16 +285,24 @@ def load_checkpoint(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Ex
     return load_experiment(None, config_overrides(checkpoint["config"]) + list(overrides)), checkpoint
 
 
-NETWORK_LAYOUT = (("env", "n_agents"), ("env", "rounds"), ("env", "roles"), ("env", "personas"), ("env", "encoder"),
-                  ("env", "embed_dim"), ("learner", "hidden_dim"), ("learner", "gnn_layers"), ("learner", "gnn"),
-                  ("learner", "dueling"), ("learner", "mixer"), ("learner", "mixer_embed_dim"),
-                  ("learner", "hypernet_dim"), ("learner", "privileged_state"))
+OBSERVATION_LAYOUT = (("env", "n_agents"), ("env", "rounds"), ("env", "roles"), ("env", "personas"), ("env", "encoder"),
+                      ("env", "embed_dim"))
+"""The config fields that fix the agents' observations (what a network trained on one team reads on another)."""
+AGENT_LAYOUT = OBSERVATION_LAYOUT + (("learner", "hidden_dim"), ("learner", "gnn_layers"), ("learner", "gnn"),
+                                     ("learner", "dueling"))
+"""The config fields that fix the agent network's shapes: the observation layout and its architecture."""
+MIXER_LAYOUT = (("learner", "mixer"), ("learner", "mixer_embed_dim"), ("learner", "hypernet_dim"),
+                ("learner", "privileged_state"))
+"""The config fields that fix the mixer's shapes beyond the agents' (its state: privileged or not)."""
+NETWORK_LAYOUT = AGENT_LAYOUT + MIXER_LAYOUT
 """The config fields that fix the networks' shapes: the observation layout and the architecture."""
 
 
-def layout_difference(ours: ExperimentConfig, theirs: ExperimentConfig) -> str | None:
-    """The first :data:`NETWORK_LAYOUT` field in which two configs differ, in words, or None."""
-    for section, key in NETWORK_LAYOUT:
+def layout_difference(ours: ExperimentConfig, theirs: ExperimentConfig,
+                      fields: tuple[tuple[str, str], ...] = NETWORK_LAYOUT) -> str | None:
+    """The first of ``fields`` (default :data:`NETWORK_LAYOUT`) in which two configs differ, in
+    words, or None."""
+    for section, key in fields:
         a, b = getattr(getattr(ours, section), key), getattr(getattr(theirs, section), key)
         if (list(a) if isinstance(a, tuple) else a) != (list(b) if isinstance(b, tuple) else b):
             return f"{section}.{key} is {b!r} there and {a!r} here"
@@ -364,3 +372,40 @@ def score_on_simulator(env, episodes: int, seed: int, progress: bool = True,
         played.update(play_references(sim, chosen, *arrays))
     figures = {name: batch_figures(result) for name, result in played.items()}
     return figures, {name: result.reward for name, result in played.items()}
+
+
+def held_out_comparison(cfg: ExperimentConfig, qmix_policies: Sequence[QMIXPolicy], eval_env: Any,
+                        siblings: Sequence[Any] = (), progress: bool = True):
+    """A run's final table: the QMIX policies (the first named ``qmix``), every baseline and, on a
+    simulated team of N = 3, T <= 2 with ``train.references``, the headroom references, on the same
+    ``train.eval_episodes`` held-out episodes of ``eval_env`` (env seeds ``train.seed +
+    EVAL_SEED_OFFSET + k``, common random numbers). On the simulated team the baselines and
+    references are played by the batch simulator (:func:`score_on_simulator`), otherwise every
+    policy plays the env (``siblings``: more envs for episodes in flight).
+
+    Returns ``(results, traces, rewards, paired, headroom)``: per policy its figures, the QMIX
+    policies' episode traces, per policy the per-episode rewards, QMIX minus each other policy
+    (:func:`paired_difference`), and ``{"headroom", "headroom_share"}`` where the references ran."""
+    from topo_env.baselines import BASELINES, make_baseline
+    from topo_env.seeding import EVAL_SEED_OFFSET
+
+    seed = cfg.train.seed + EVAL_SEED_OFFSET
+    simulated = cfg.env.backend.kind == "sim"
+    results, traces = {}, {}
+    for policy in list(qmix_policies) + ([] if simulated else [make_baseline(name) for name in BASELINES]):
+        results[policy.name], traces[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes, seed=seed,
+                                                             split="eval", progress=progress, siblings=siblings)
+    rewards = {name: np.array([t.reward for t in episodes]) for name, episodes in traces.items()}
+    with_references = references_apply(cfg)
+    if simulated:
+        figures, batch_rewards = score_on_simulator(eval_env, cfg.train.eval_episodes, seed, progress=progress,
+                                                    references=with_references)
+        results.update(figures)
+        rewards.update(batch_rewards)
+    paired = {name: paired_difference(rewards["qmix"], r) for name, r in rewards.items() if name != "qmix"}
+    headroom = {}
+    if with_references:
+        gap = results["adaptive"]["reward"] - results["best_fixed"]["reward"]
+        headroom = {"headroom": gap, "headroom_share": (results["qmix"]["reward"] - results["best_fixed"]["reward"]) / gap
+                    if gap > 0 else None}
+    return results, traces, rewards, paired, headroom

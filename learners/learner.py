@@ -147,6 +147,9 @@ class QMIXLearner:
         loss, q_tot, y, chosen = self._loss_terms(b)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if self.updates < cfg.mixer_warmup:  # the agent network waits until the mixer has learned its targets
+            for p in self.agent.parameters():
+                p.grad = None
         grad_norm = nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)
         self.optimizer.step()
         self.updates += 1
@@ -157,12 +160,13 @@ class QMIXLearner:
         return {"loss": loss.item(), "grad_norm": float(grad_norm), "q_tot": q_tot.mean().item(),
                 "target": y.mean().item(), "q_taken": chosen.mean().item()}
 
-    def load_networks(self, state: dict, agent: dict | None = None) -> None:
-        """Start from another run's networks (a :meth:`state_dict`'s ``agent`` and ``mixer``, or
-        ``agent`` instead of its agent): the targets are copied from them; the optimiser and the
-        update count start afresh."""
+    def load_networks(self, state: dict, agent: dict | None = None, mixer: bool = True) -> None:
+        """Start from another run's networks (a :meth:`state_dict`'s ``agent`` and, with ``mixer``,
+        its ``mixer``; ``agent`` instead of its agent): the targets are copied from them; the
+        optimiser and the update count start afresh."""
         self.agent.load_state_dict(agent if agent is not None else state["agent"])
-        self.mixer.load_state_dict(state["mixer"])
+        if mixer:
+            self.mixer.load_state_dict(state["mixer"])
         self.sync_targets(tau=1.0)
 
     def state_dict(self) -> dict:

@@ -7,7 +7,12 @@ import random
 import numpy as np
 import torch
 
+from pathlib import Path
+
 from topo_env.backends import make_backend
+
+ONE_EPISODE_CONFIG = str(Path(__file__).resolve().parent / "data" / "one_episode.yaml")
+"""The config of the one-episode loop's tests (``train.sim_batch: 0``; tests/data/one_episode.yaml)."""
 
 
 def assert_same_learner_and_replay(a: dict, b: dict) -> None:

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from run_checks import ONE_EPISODE_CONFIG
 
 from controllers.base import CallCounter, Controller, FitReport, fit_counted, graph_action, play_episode, train_seed
 from controllers.comm_actions import build_baseline, observation_builder
@@ -172,12 +173,19 @@ def test_leaderboard_command_writes_json_and_picture(tmp_path, capsys):
     assert "leaderboard: profile mmlu_pro" in out and '"methods"' in out
 
 
-def test_leaderboard_trains_qmix_with_train_qmix(tmp_path):
+def test_leaderboard_trains_qmix_with_train_qmix(tmp_path, monkeypatch):
+    import controllers.qmix
+    monkeypatch.setattr(controllers.qmix, "DEFAULT_CONFIG", ONE_EPISODE_CONFIG)  # a small one-episode run
     result = leaderboard("mmlu_pro", ["qmix"], seeds=[0], episodes=10, adversary="none", config_path=None,
                          out_dir=tmp_path, train_episodes={"qmix": 40}, progress=False)
     run = result["methods"]["qmix"]["seeds"]["0"]
-    assert run["train_episodes"] == 40 and run["train_calls"] >= 40 * 7
-    assert (tmp_path / "qmix_seed0" / "checkpoint.pt").is_file()
+    saved = torch.load(tmp_path / "qmix_seed0" / "checkpoint.pt", weights_only=False)
+    extra = saved["simulator_episodes_spent"]  # replicas, the teacher's search and demonstrations
+    learner = saved["config"]["learner"]
+    assert extra == 40 * learner["replicas"] * saved["config"]["env"]["rounds"] + (
+        learner["teacher_episodes"] + 24_000 if learner["teacher_episodes"] else 0)
+    assert saved["episode"] == 40 and run["train_sim_episodes"] == 40 + extra  # a simulated team: no LLM calls
+    assert run["train_llm_calls"] == 0
 
 
 def test_leaderboard_in_flight_scores_the_sequential_episodes(tmp_path, monkeypatch):

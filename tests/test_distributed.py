@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import train_qmix
-from run_checks import assert_same_learner_and_replay
+from run_checks import ONE_EPISODE_CONFIG, assert_same_learner_and_replay
 from learners.config import load_experiment
 from topo_env.config import ConfigError
 from topo_env.env import TopologyParallelEnv
@@ -47,7 +47,8 @@ def cluster():
 
 def train(out: Path, **settings) -> int:
     sets = [x for key, value in {**SMALL, **settings}.items() for x in ("--set", f"{key}={value}")]
-    return train_qmix.main([*sets, "--episodes", str(EPISODES), "--out", str(out), "--no-progress", "--no-pictures"])
+    return train_qmix.main(["--config", ONE_EPISODE_CONFIG, *sets, "--episodes", str(EPISODES), "--out", str(out),
+                            "--no-progress", "--no-pictures"])
 
 
 def checkpoint(out: Path) -> dict:

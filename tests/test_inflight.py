@@ -13,12 +13,12 @@ import pytest
 import torch
 
 import train_qmix
-from run_checks import DelayedBackend, assert_same_learner_and_replay
+from run_checks import ONE_EPISODE_CONFIG, DelayedBackend, assert_same_learner_and_replay
 import topo_env.env as env_module
 from fake_openai_server import FakeOpenAIServer
 from learners.agent_network import AgentQNetwork
 from learners.buffer import EpisodeReplayBuffer
-from learners.config import DEFAULT_CONFIG, load_experiment
+from learners.config import load_experiment
 from learners.evaluation import QMIXPolicy, evaluate
 from learners.inflight import sibling_envs
 from learners.learner import QMIXLearner
@@ -40,8 +40,8 @@ SMALL = {"train.eval_episodes": 12, "train.references": False, "train.warmup_epi
 
 def train(out, *extra: str, **settings) -> int:
     sets = [x for key, value in {**SMALL, **settings}.items() for x in ("--set", f"{key}={value}")]
-    return train_qmix.main([*sets, "--episodes", str(EPISODES), "--out", str(out), "--no-progress", "--no-pictures",
-                            *extra])
+    return train_qmix.main(["--config", ONE_EPISODE_CONFIG, *sets, "--episodes", str(EPISODES), "--out", str(out),
+                            "--no-progress", "--no-pictures", *extra])
 
 
 def checkpoint(out) -> dict:
@@ -64,7 +64,7 @@ def test_k1_is_the_sequential_loop_bit_for_bit(tmp_path):
     loop (EpisodeRunner.run on the live network, update after each episode)."""
     assert train(tmp_path / "k1") == 0
     got = checkpoint(tmp_path / "k1")
-    cfg = load_experiment(DEFAULT_CONFIG, [f"{k}={v}" for k, v in SMALL.items()] + [f"train.episodes={EPISODES}"])
+    cfg = load_experiment(ONE_EPISODE_CONFIG, [f"{k}={v}" for k, v in SMALL.items()] + [f"train.episodes={EPISODES}"])
     seed = cfg.train.seed
     random.seed(seed)
     np.random.seed(seed)

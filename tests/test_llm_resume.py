@@ -9,6 +9,7 @@ import signal
 import torch
 
 import train_qmix
+from run_checks import ONE_EPISODE_CONFIG
 from fake_openai_server import FakeOpenAIServer
 from learners.runner import EpisodeRunner
 
@@ -24,7 +25,7 @@ def tasks_file(path):
 
 def train(out, server, data, cache, *extra):
     return train_qmix.main([
-        "--config", "configs/default.yaml", "--no-progress", "--out", str(out), "--episodes", "8",
+        "--config", ONE_EPISODE_CONFIG, "--no-progress", "--out", str(out), "--episodes", "8",
         "--set", "env.backend.kind=llm", "--set", "env.domain=reasoning", "--set", f"env.backend.dataset={data}",
         "--set", "env.backend.model=m", "--set", f"env.backend.base_url={server.base_url}",
         "--set", f"env.backend.cache_path={cache}", "--set", "env.backend.backoff_s=0.01",

@@ -98,7 +98,9 @@ def test_pretrained_on_the_simulated_team_continues_on_the_real_model(server, tm
              "--set", "train.warmup_episodes=2", "--set", "train.log_every=1"]
     pretrained = tmp_path / "sim"
     assert train_qmix.main(["--out", str(pretrained), "--episodes", "30", "--set", "train.eval_episodes=10",
-                            "--set", "train.references=false", *small]) == 0
+                            "--set", "train.references=false", "--set", "learner.teacher_episodes=0",
+                            "--set", "train.validate_every=0", "--set", "train.curve_every=0",
+                            "--set", "learner.episodes_per_update=1", *small]) == 0
     real = tmp_path / "real"
     assert train_qmix.main(["--config", "configs/local_llm.yaml", "--out", str(real), "--episodes", "2",
                             "--init-from", str(pretrained), "--set", f"env.backend.base_url={server.base_url}",

@@ -14,6 +14,7 @@ import yaml
 
 import robustness
 import train_qmix
+from run_checks import ONE_EPISODE_CONFIG
 import topo_env
 from agents_llm.prompts import system_prompt
 from fake_openai_server import FakeOpenAIServer
@@ -249,7 +250,8 @@ def test_llm_team_gives_the_adversarial_prompt_to_the_drawn_agent_only(tmp_path)
 def tiny_run(tmp_path_factory) -> Path:
     """A 16-episode QMIX run on the clean default setting (8 held-out episodes per policy)."""
     out = tmp_path_factory.mktemp("tiny")
-    assert train_qmix.main(["--episodes", "16", "--set", "train.references=false", "--set", "train.eval_episodes=8",
+    assert train_qmix.main(["--config", ONE_EPISODE_CONFIG, "--episodes", "16", "--set", "train.references=false",
+                            "--set", "train.eval_episodes=8",
                             "--set", "train.warmup_episodes=8", "--set", "learner.batch_size=8",
                             "--set", "learner.hidden_dim=16", "--set", "train.log_every=8",
                             "--no-progress", "--out", str(out)]) == 0
@@ -317,7 +319,8 @@ def test_robustness_with_episodes_in_flight_gives_the_same_figures(tmp_path):
     for k in (1, 3):
         out = tmp_path / f"k{k}"
         assert robustness.main(["--adversary-position", "random", "--episodes", "10", "--policies", "full,solo",
-                                "--set", f"train.episodes_in_flight={k}", "--no-progress", "--no-plots",
+                                "--set", f"train.episodes_in_flight={k}", "--set", "train.sim_batch=0",
+                                "--no-progress", "--no-plots",
                                 "--out", str(out)]) == 0
         results.append(json.loads((out / "robustness.json").read_text()))
     for key in ("clean", "attacked", "drop", "adversaries"):

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import train_qmix
+from run_checks import ONE_EPISODE_CONFIG
 from fake_openai_server import FakeOpenAIServer
 from test_llm_resume import tasks_file, train
 from topo_env.cli import RunError
@@ -55,7 +56,7 @@ def test_llm_server_going_down_mid_run_keeps_the_completed_episodes(tmp_path, ca
 
 
 def sim_run(out, *extra):
-    return train_qmix.main(["--config", "configs/default.yaml", "--no-progress", "--no-pictures", "--out", str(out),
+    return train_qmix.main(["--config", ONE_EPISODE_CONFIG, "--no-progress", "--no-pictures", "--out", str(out),
                             "--episodes", "12", "--set", "learner.hidden_dim=16", "--set", "learner.batch_size=4",
                             "--set", "train.warmup_episodes=4", "--set", "train.eval_episodes=5",
                             "--set", "train.references=false", "--set", "train.checkpoint_every=4",

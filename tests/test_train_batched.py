@@ -18,7 +18,11 @@ torch.set_num_threads(1)
 
 SMALL = ["--set", "train.eval_episodes=50", "--set", "train.references=false", "--set", "train.warmup_episodes=8",
          "--set", "learner.batch_size=8", "--set", "train.checkpoint_every=8", "--set", "train.log_every=4",
-         "--set", "learner.hidden_dim=16", "--set", "learner.eps_anneal_episodes=24", "--no-progress", "--no-pictures"]
+         "--set", "learner.hidden_dim=16", "--set", "learner.eps_anneal_episodes=24", "--set", "learner.lr_anneal_episodes=24", "--set", "env.embed_dim=32",
+         "--set", "learner.teacher_episodes=0", "--set", "train.validate_every=0", "--set", "train.curve_every=0",
+         "--set", "learner.episodes_per_update=1", "--set", "learner.replicas=0", "--set", "learner.privileged_state=false",
+         "--set", "learner.mixer_warmup=0",
+         "--no-progress", "--no-pictures"]
 
 
 def train(out: Path, *extra: str) -> int:
@@ -67,23 +71,48 @@ def test_a_batched_run_resumes_exactly(tmp_path):
         "buffer"]["data"]["obs"].shape[-1] * 3  # env state plus the privileged features
 
 
-def test_privileged_networks_do_not_fit_a_plain_run(tmp_path, capsys):
-    assert train(tmp_path / "rich", "--episodes", "8", "--set", "train.sim_batch=8",
+def test_init_from_a_privileged_run_takes_its_agent_network_only(tmp_path, capsys):
+    """The agent network reads observations only, so it carries over; the mixer read the
+    simulator's privileged state, so a run without it starts its mixer afresh and says so."""
+    assert train(tmp_path / "rich", "--episodes", "16", "--set", "train.sim_batch=8",
                  "--set", "learner.privileged_state=true") == 0
-    with pytest.raises(ConfigError, match="learner.privileged_state is True there and False here"):
-        train(tmp_path / "plain", "--episodes", "8", "--set", "train.sim_batch=8", "--init-from", str(tmp_path / "rich"))
+    assert train(tmp_path / "plain", "--episodes", "8", "--set", "train.sim_batch=8", "--set", "train.warmup_episodes=64",
+                 "--init-from", str(tmp_path / "rich")) == 0  # no update: the loaded network is what it plays
+    assert "its agent network; the mixer starts afresh (learner.privileged_state is True there and False here)" \
+        in capsys.readouterr().err
+    rich, plain = checkpoint(tmp_path / "rich")["learner"], checkpoint(tmp_path / "plain")["learner"]
+    assert plain["updates"] == 0
+    for name, tensor in rich["agent"].items():
+        assert torch.equal(tensor, plain["agent"][name]), name
+    with pytest.raises(ConfigError, match="env.embed_dim is 32 there and 16 here"):
+        train(tmp_path / "other", "--episodes", "8", "--set", "train.sim_batch=8", "--set", "env.embed_dim=16",
+              "--init-from", str(tmp_path / "rich"))
 
 
 @pytest.mark.parametrize("sets, message", [
     (["train.sim_batch=64", "train.episodes_in_flight=4"], "train.episodes_in_flight=4 with train.sim_batch=64"),
-    (["train.sim_batch=0", "learner.replicas=4"], "learner.replicas=4 needs the batched simulated team"),
-    (["train.sim_batch=0", "learner.privileged_state=true"], "learner.privileged_state=True needs the batched"),
     (["train.sim_batch=-1"], "train.sim_batch=-1: must be an integer >= 0"),
     (["learner.replicas=-2"], "learner.replicas=-2: must be an integer >= 0"),
+    (["learner.teacher_episodes=10", "train.episodes=6000000"], "would replay the teacher's"),
 ])
 def test_settings_that_cannot_go_together_are_named(sets, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_experiment(None, sets)
+
+
+@pytest.mark.parametrize("sets, off", [
+    (["train.sim_batch=0", "learner.replicas=4", "learner.privileged_state=true"], ["replicas", "privileged_state"]),
+    (["train.sim_batch=64", "env.backend=llm", "env.domain=reasoning", "env.backend.model=m",
+      "env.backend.dataset=mmlu_pro_sample", "learner.teacher_episodes=100"], ["teacher_episodes"]),
+    (["train.sim_batch=64", "env.rounds=3", "learner.teacher_episodes=100", "learner.replicas=2"], ["teacher_episodes"]),
+])
+def test_simulator_only_options_are_off_with_a_note_where_they_cannot_apply(sets, off):
+    cfg, notes = load_experiment(None, sets).effective()
+    assert len(notes) == 1 and all(f"learner.{key}" in notes[0] for key in off)
+    assert not any(getattr(cfg.learner, key) for key in off)
+    if "learner.replicas=2" in sets:
+        assert cfg.learner.replicas == 2  # what can apply stays
+    assert load_experiment(None, ["train.sim_batch=64", "learner.replicas=4"]).effective()[1] == []
 
 
 def test_trace_out_needs_the_one_episode_loop(tmp_path):

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import train_qmix
+from run_checks import ONE_EPISODE_CONFIG
 from learners.agent_network import AgentQNetwork, build_agent_network
 from learners.config import load_experiment
 from learners.evaluation import QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint, score_on_simulator
@@ -39,8 +40,11 @@ POLICIES = ("qmix",) + BASELINES
 METRICS = ("reward", "accuracy", "tokens_per_task", "density", "episodes")
 
 
+ONE_EPISODE = ONE_EPISODE_CONFIG  # the one-episode loop (the batched default has its own tests: test_train_batched.py)
+
+
 def train(out: Path, *extra: str) -> int:
-    return train_qmix.main([*SMALL, "--out", str(out), *extra])
+    return train_qmix.main(["--config", ONE_EPISODE, *SMALL, "--out", str(out), *extra])
 
 
 def load_results(out: Path) -> dict:

@@ -50,6 +50,7 @@ from topo_env.sim.batch import BatchResult, BatchSimulator, BatchState, TaskArra
 from topo_env.sim.model import EpisodeNoise
 from topo_env.config import EnvConfig
 from topo_env.sim.profiles import get_profile, profile_to_dict
+from topo_env.sim.tasks import TextReader
 from topo_env.tasks import DIFFICULTY_BUCKETS
 
 CONTEXT_VARIABLES = ("subject", "difficulty_bucket", "adversaries")
@@ -67,6 +68,36 @@ def hidden_context(tasks: TaskArrays, adversaries: np.ndarray) -> np.ndarray:
     more hidden variables adds its own."""
     mask = (np.asarray(adversaries, dtype=np.int64) << np.arange(adversaries.shape[1])).sum(axis=1)
     return np.stack([tasks.subject, tasks.bucket, mask], axis=1).astype(np.int64)
+
+
+def readable_context(profile, seed: int = 0) -> Callable[[TaskArrays, np.ndarray], np.ndarray]:
+    """A context function like :func:`hidden_context` with what a reader of the task text can know:
+    column 0 the subject a Bayes-optimal reader infers from the text's cue words
+    (:class:`~topo_env.sim.tasks.TextReader`; for task features without text, from cue words drawn
+    as the generator draws them), the other columns 0 (the difficulty bucket it reads would split
+    the contexts for less than the selection noise costs; the adversaries are not readable).
+    Searched with it, the adaptive reference is a policy that an observation-reading controller can
+    imitate: training's teacher (:mod:`learners.teacher`). Calls draw from ``default_rng([seed,
+    call number])``, so a search is reproducible."""
+    reader = TextReader(profile)
+    calls = iter(range(1 << 62))
+
+    def context(tasks: TaskArrays, adversaries: np.ndarray) -> np.ndarray:
+        subject, _ = reader.read_drawn(tasks.subject, tasks.bucket, np.random.default_rng([int(seed), next(calls)]))
+        return readable_rows(subject)
+
+    return context
+
+
+def readable_rows(subjects: np.ndarray) -> np.ndarray:
+    """(B, 3) :func:`readable_context` rows of the subjects a reader inferred ((B,))."""
+    subjects = np.asarray(subjects, dtype=np.int64)
+    return np.stack([subjects, np.zeros_like(subjects), np.zeros_like(subjects)], axis=1)
+
+
+CONTEXTS = ("hidden", "readable")
+"""What a reference may condition on: the hidden variables (the headroom references) or what the
+task text tells a reader (:func:`readable_context`: the teacher)."""
 
 
 def context_description(values: np.ndarray, subjects: tuple[str, ...]) -> dict[str, Any]:
@@ -428,7 +459,7 @@ def reference_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "topomarl"
 
 
-def references_key(config: EnvConfig, seed: int = 0) -> str:
+def references_key(config: EnvConfig, seed: int = 0, context: str = "hidden") -> str:
     """A digest of everything :func:`cached_references` depends on: the simulated team the config
     builds (its resolved profile, team, roles, adversaries, reward), the selection settings and
     the code of :data:`MODEL_SOURCES`."""
@@ -437,27 +468,32 @@ def references_key(config: EnvConfig, seed: int = 0) -> str:
         env.pop(key, None)  # what the simulated team does not depend on
     root = Path(__file__).resolve().parent
     payload = {"env": env, "profile": profile_to_dict(get_profile(config.profile)), "seed": int(seed),
-               "selection": REFERENCE_SELECTION,
+               "selection": REFERENCE_SELECTION, **({"context": context} if context != "hidden" else {}),
                "code": [hashlib.sha256((root / f).read_bytes()).hexdigest() for f in MODEL_SOURCES]}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
 def cached_references(config: EnvConfig, seed: int = 0, progress: bool = True,
-                      cache_dir: Path | None = None) -> tuple[References, bool]:
+                      cache_dir: Path | None = None, context: str = "hidden") -> tuple[References, bool]:
     """The headroom references of the simulated team ``config`` builds (N = 3, T <= 2), selected as
     ``python -m topo_env.oracle --headroom`` selects them (seed ``seed``), from the cache when an
-    earlier run computed them (key: :func:`references_key`). Returns them and whether they came
-    from the cache. Raises ValueError for a setting the search does not cover."""
+    earlier run computed them (key: :func:`references_key`). ``context="readable"``: the same
+    search with what the task text tells (:func:`readable_context`), the teacher of training.
+    Returns them and whether they came from the cache. Raises ValueError for a setting the search
+    does not cover."""
     check_setting(config.n_agents, config.rounds)
+    if context not in CONTEXTS:
+        raise ValueError(f"context={context!r}: must be one of {list(CONTEXTS)}")
     directory = cache_dir or reference_cache_dir()
-    path = directory / f"references-{references_key(config, seed)}.json"
+    path = directory / f"references-{references_key(config, seed, context)}.json"
     if path.is_file():
         try:
             return References.from_dict(json.loads(path.read_text())), True
         except (ValueError, KeyError, TypeError):
             pass  # a damaged file: recompute it
     sim = BatchSimulator.from_config(config)
-    references, _ = select_references(sim, seed=seed, progress=progress, **REFERENCE_SELECTION)
+    chooser = hidden_context if context == "hidden" else readable_context(sim.profile, seed)
+    references, _ = select_references(sim, seed=seed, progress=progress, context=chooser, **REFERENCE_SELECTION)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")

@@ -66,15 +66,18 @@ METHODS: tuple[str, ...] = (*BASELINES, *LEARNED_METHODS)
 ALL_METHODS: tuple[str, ...] = (*METHODS, *LLM_WRITTEN)
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 DEFAULT_EPISODES = 1000
-FIGURES = ("accuracy", "tokens_per_task", "reward", "density", "rounds", "calls_per_task", "train_episodes",
-           "train_calls", "drop", "adversary_out_degree", "honest_out_degree")
+FIGURES = ("accuracy", "tokens_per_task", "reward", "density", "rounds", "calls_per_task", "train_sim_episodes",
+           "train_llm_calls", "drop", "adversary_out_degree", "honest_out_degree")
 REFERENCE = "solo"
 """The method every other is compared with, episode by episode (``reward_minus_reference``)."""
 
 
 @dataclass
 class MethodRun:
-    """One method on one seed: its held-out figures (means over the episodes) and what it spent."""
+    """One method on one seed: its held-out figures (means over the episodes) and what its training
+    spent of the two budgets: ``train_sim_episodes``, episodes played on a simulated team (with what
+    the simulator played beyond them for QMIX: replicas, its teacher's search and demonstrations), and ``train_llm_calls``, calls made to a real
+    LLM team (agents' and decision node's; its own orchestrator LLM's count in tokens per task)."""
 
     accuracy: float
     tokens_per_task: float
@@ -82,8 +85,8 @@ class MethodRun:
     density: float
     rounds: float
     calls_per_task: float
-    train_episodes: int
-    train_calls: int
+    train_sim_episodes: int
+    train_llm_calls: int
     train_seconds: float
     drop: float = math.nan
     drop_se: float = math.nan
@@ -238,8 +241,9 @@ def play_in_flight(env: Any, controller: Any, episodes: int, k: int,
     return played
 
 
-def summarize_run(played: dict[str, list], spent: Any, seconds: float) -> MethodRun:
-    """One seed's figures from :func:`evaluate_method`'s episodes and the training report."""
+def summarize_run(played: dict[str, list], spent: Any, seconds: float, simulated: bool) -> MethodRun:
+    """One seed's figures from :func:`evaluate_method`'s episodes and the training report
+    (``simulated``: whether the team it trained on is the simulated one)."""
     clean = [r for r, _ in played["clean"]]
     run = MethodRun(
         accuracy=float(np.mean([r.accuracy for r in clean])),
@@ -248,7 +252,8 @@ def summarize_run(played: dict[str, list], spent: Any, seconds: float) -> Method
         density=float(np.mean([r.density for r in clean])),
         rounds=float(np.mean([r.rounds for r in clean])),
         calls_per_task=float(np.mean([r.calls for r in clean])),
-        train_episodes=int(spent.episodes), train_calls=int(spent.calls), train_seconds=float(seconds))
+        train_sim_episodes=int(spent.episodes + spent.simulator_episodes) if simulated else 0,
+        train_llm_calls=0 if simulated else int(spent.calls), train_seconds=float(seconds))
     if "attacked" in played:
         attacked = played["attacked"]
         diff = np.array([c.accuracy - a.accuracy for c, (a, _) in zip(clean, attacked)])
@@ -307,7 +312,7 @@ def leaderboard(profile: str, methods: Sequence[str], seeds: Sequence[int], epis
                 played = evaluate_method(controller, cfg, episodes, adversary, lambda: bar.update(1), chat, in_flight)
                 if chat is not None:
                     chat.close()
-                per_method[name][seed] = summarize_run(played, spent, seconds)
+                per_method[name][seed] = summarize_run(played, spent, seconds, cfg.backend.kind == "sim")
                 rewards[name][seed] = np.array([r.reward for r, _ in played["clean"]])
                 if "attacked" in played:
                     drops[name][seed] = np.array([c.accuracy - a.accuracy
@@ -338,8 +343,9 @@ def format_leaderboard(result: dict[str, Any]) -> str:
         if result.get("reference"):
             row[f"reward - {result['reference']}"] = cell(m["reward_minus_reference"], 1, 4)
         row |= {"density": cell(m["density"], 1, 2), "rounds": cell(m["rounds"], 1, 2),
-               "calls/task": cell(m["calls_per_task"], 1, 1), "train eps": f"{m['train_episodes']['mean']:.0f}",
-               "train calls": f"{m['train_calls']['mean']:.0f}"}
+               "calls/task": cell(m["calls_per_task"], 1, 1),
+               "train sim episodes": f"{m['train_sim_episodes']['mean']:,.0f}",
+               "train LLM calls": f"{m['train_llm_calls']['mean']:,.0f}"}
         if result["adversary"] == "random":
             row["drop"] = cell(m["drop"], 100)
             row["adv/honest out"] = (f"{m['adversary_out_degree']['mean']:.2f}/{m['honest_out_degree']['mean']:.2f}")

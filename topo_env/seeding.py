@@ -10,6 +10,7 @@ training          env of training episode e            env seed ``seed * 10_000_
 exploration       epsilon-greedy of training ep. e     ``default_rng([seed, 1, e])`` (a batch: its first e)
 replay            minibatches after training ep. e     ``default_rng([seed, 2, e])``
 replicas          noise replicas of a training batch   ``default_rng([seed, 3, e])``, e its first episode
+teacher           env of teacher demonstration k       env seed ``seed * 10_000_019 + 5_000_000 + k`` (train split)
 validation        env of validation episode k          env seed ``seed + 1_000_000_000 + k`` (train split)
 selection         runs compared on common episodes     env seed ``1_000_500_000 + k`` (train split, any run)
 evaluation        env of held-out episode k            env seed ``seed + 1_000_000 + k`` (eval split)
@@ -38,6 +39,16 @@ POLICY_STREAMS: dict[str, int] = {"random": 0x5EED, "qmix": 0xE7A1}
 """Mixed into a stochastic policy's episode seed, so its draws are not the env's draws for that seed."""
 ORACLE_STREAMS: dict[str, int] = {"train": 0, "eval": 1, "rerank": 2}
 """The oracle's sample sets: selection ("train"), reporting ("eval") and re-ranking ("rerank")."""
+
+
+TEACHER_SEED_OFFSET = 5_000_000
+"""Teacher demonstration k of a run with seed s uses env seed ``training_env_seed(s, TEACHER_SEED_OFFSET + k)``:
+after the training episodes of any run shorter than 5 million episodes."""
+
+
+def teacher_env_seed(seed: int, demonstration: int) -> int:
+    """The env seed of teacher demonstration ``demonstration`` (train split)."""
+    return training_env_seed(seed, TEACHER_SEED_OFFSET + int(demonstration))
 
 
 def training_env_seed(seed: int, episode: int) -> int:

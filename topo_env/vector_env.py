@@ -68,13 +68,15 @@ class VectorStep:
 @dataclass(frozen=True)
 class VectorEpisodes:
     """The B episodes a :meth:`SimVectorEnv.reset` started: their tasks for the batch simulator,
-    noise, (B, N) bool adversaries and the :class:`~topo_env.tasks.Task` objects' metadata columns
-    the studies read (``bucket``: difficulty bucket names)."""
+    noise, (B, N) bool adversaries, and of the :class:`~topo_env.tasks.Task` objects what the
+    studies read: ``buckets`` (difficulty bucket names) and ``texts`` (the task texts the agents'
+    observations embed)."""
 
     tasks: TaskArrays
     noise: EpisodeNoise
     adversaries: np.ndarray
     buckets: tuple[str, ...]
+    texts: tuple[str, ...]
 
 
 class SimVectorEnv:
@@ -124,7 +126,7 @@ class SimVectorEnv:
             adversaries[b, list(cfg.draw_adversaries(rng))] = True
             tasks.append(task)
         episodes = VectorEpisodes(TaskArrays.from_tasks(tasks), EpisodeNoise.concatenate(noises), adversaries,
-                                  tuple(t.metadata["bucket"] for t in tasks))
+                                  tuple(t.metadata["bucket"] for t in tasks), tuple(t.prompt for t in tasks))
         return episodes, tasks
 
     def reset(self, seeds: Sequence[int], split: str | None = None,
@@ -175,7 +177,7 @@ class SimVectorEnv:
             blind = fresh.blind
         forked = copy.copy(self)
         forked.episodes = VectorEpisodes(tasks, EpisodeNoise(calls, fresh.decision, blind), e.adversaries[rows],
-                                         tuple(e.buckets[r] for r in rows))
+                                         tuple(e.buckets[r] for r in rows), tuple(e.texts[r] for r in rows))
         forked._templates = self._templates[rows]
         forked._state = self._state.take(rows)
         forked._prev_actions = None if self._prev_actions is None else self._prev_actions[rows]

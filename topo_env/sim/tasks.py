@@ -14,6 +14,10 @@ with 4 difficulty words at 0.3 a reader names the difficulty bucket about 45% of
 earn what these cues let it see.
 
 Answer label 0 is the correct answer and label 1 the task's trap (``metadata["trap"]``).
+
+:class:`TextReader` is the other side of this process: the subject and difficulty bucket a
+Bayes-optimal reader of a task's text infers from its cue words (what any policy reading the text
+can know of them at best). Training uses it to build teachers from what is readable.
 """
 from __future__ import annotations
 
@@ -67,6 +71,78 @@ LETTERS = "ABCDEFGHIJ"
 def subject_vocab(subject: str) -> tuple[str, ...]:
     """Topic words of ``subject`` (a subject outside :data:`SUBJECT_VOCAB`: the words of its name)."""
     return SUBJECT_VOCAB.get(subject) or tuple(subject.split())
+
+
+class TextReader:
+    """What a Bayes-optimal reader of a simulated task's text infers from its cue words.
+
+    Each topic word names the true subject with probability ``subject_cue_fidelity``, else a
+    uniformly drawn subject, and is then a uniform word of that subject's vocabulary; difficulty
+    words the same with the buckets (:meth:`SimTaskSource.task`). So word w given subject s has
+    probability ``f [w in V_s] / |V_s| + (1 - f) / S sum_s' [w in V_s'] / |V_s'|``; the posterior
+    multiplies the profile's subject prior (the bucket prior: its Beta difficulty's mass per third)
+    by these over the text's words. :meth:`read` gives the most probable subject and bucket."""
+
+    def __init__(self, profile: SimProfile):
+        from scipy.special import betainc  # the Beta distribution's CDF
+
+        self.profile = profile
+        names = profile.subject_names
+        self._subjects = self._likelihoods([subject_vocab(n) for n in names], profile.subject_cue_fidelity)
+        self._buckets = self._likelihoods(list(CUE_VOCAB), profile.difficulty_cue_fidelity)
+        self._subject_prior = np.log(np.asarray(profile.subject_probs, dtype=np.float64))
+        cdf = betainc(profile.diff_a, profile.diff_b, np.array([0.0, 1 / 3, 2 / 3, 1.0]))
+        self._bucket_prior = np.log(np.maximum(np.diff(cdf), 1e-12))
+
+    @staticmethod
+    def _likelihoods(vocabularies: list[tuple[str, ...]], fidelity: float) -> dict[str, np.ndarray]:
+        """word -> (K,) log P(word | class k) for K classes with these vocabularies."""
+        k = len(vocabularies)
+        share = {w: np.zeros(k) for vocab in vocabularies for w in vocab}
+        for c, vocab in enumerate(vocabularies):
+            for w in vocab:
+                share[w][c] += 1.0 / len(vocab)
+        return {w: np.log(fidelity * p + (1.0 - fidelity) * p.sum() / k) for w, p in share.items()}
+
+    @staticmethod
+    def cue_words(text: str) -> tuple[list[str], list[str]]:
+        """The topic words and the difficulty words of a text :meth:`SimTaskSource.task` wrote."""
+        topic = text.split("a question about ", 1)[1].split(". It calls for ", 1)
+        return topic[0].split(", "), topic[1].split(" work.", 1)[0].split(" and ")
+
+    def read_drawn(self, subjects: np.ndarray, buckets: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """What the reader infers from cue words drawn as :meth:`SimTaskSource.task` draws them for
+        tasks of these true ``subjects`` and ``buckets`` ((B,) each): :meth:`read` of texts with the
+        same distribution, for task features that have no text (the batch simulator's)."""
+        return (self._read_drawn(subjects, self._subjects, self.profile.subject_names, self.profile.subject_cue_words,
+                                 self.profile.subject_cue_fidelity, self._subject_prior, rng, subject_vocab),
+                self._read_drawn(buckets, self._buckets, range(3), self.profile.difficulty_cue_words,
+                                 self.profile.difficulty_cue_fidelity, self._bucket_prior, rng, CUE_VOCAB.__getitem__))
+
+    @staticmethod
+    def _read_drawn(true: np.ndarray, likelihoods: dict[str, np.ndarray], classes, words: int, fidelity: float,
+                    prior: np.ndarray, rng: np.random.Generator, vocab_of) -> np.ndarray:
+        vocabs = [vocab_of(c) for c in classes]
+        k = len(vocabs)
+        table = [np.stack([likelihoods[w] for w in vocab]) for vocab in vocabs]  # per class: (|V|, K)
+        post = np.broadcast_to(prior, (len(true), k)).copy()
+        for _ in range(words):
+            named = np.where(rng.random(len(true)) < fidelity, true, rng.integers(0, k, len(true)))
+            pick = rng.random(len(true))
+            for c in range(k):
+                rows = np.flatnonzero(named == c)
+                word = np.minimum((pick[rows] * len(vocabs[c])).astype(np.int64), len(vocabs[c]) - 1)
+                post[rows] += table[c][word]
+        return post.argmax(axis=1)
+
+    def read(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(B,) MAP subject indices and (B,) MAP difficulty buckets of B task texts."""
+        subjects, buckets = np.empty(len(texts), np.int64), np.empty(len(texts), np.int64)
+        for b, text in enumerate(texts):
+            topic, cues = self.cue_words(text)
+            subjects[b] = (self._subject_prior + sum(self._subjects[w] for w in topic)).argmax()
+            buckets[b] = (self._bucket_prior + sum(self._buckets[w] for w in cues)).argmax()
+        return subjects, buckets
 
 
 def _answer_strings(domain: str, n_labels: int, rng: random.Random, task_id: str) -> list[str]:

@@ -1,0 +1,141 @@
+"""Distilling a privileged teacher into the agent network before TD learning (simulated team only).
+
+The teacher is the adaptive reference of :mod:`topo_env.headroom` searched on what the task text
+tells (``cached_references(..., context="readable")``): per subject a Bayes-optimal reader infers
+from the text, the first-round joint action that paid best, then the second-round joint action for
+round 1's agreement class, chosen by scoring all 6^(N*T) open-loop sequences (and these closed-loop
+policies) on thousands of simulated episodes with common random numbers. It is privileged in how
+it was found (the simulator replays tasks and noise, a real team cannot), not in what it reads:
+an observation-reading policy can imitate it, which a TD learner would otherwise have to find by
+trial on noisy rewards. (The hidden-context reference, which also knows the difficulty bucket and
+the adversaries, is the yardstick of ``eval.headroom_share``, not a teacher: nothing observable
+tells its choices apart.)
+
+:func:`teacher_demonstrations` plays the teacher on simulated episodes through
+:class:`~topo_env.vector_env.SimVectorEnv` and keeps what the agents saw and what the teacher
+chose; :func:`distill` trains the agent network to choose the same per agent: cross-entropy with
+``Q / temperature`` as logits, so that the Q-values stay on the reward's scale (a difference of
+``temperature`` between two actions is a logit of 1) and TD learning can go on from them. Only the
+agent network learns (the executed policy still reads observations only); the mixer starts
+afresh with TD.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from learners.agent_network import AgentQNetwork
+from topo_env.headroom import References, agreement_class, readable_rows
+from topo_env.oracle import joint_actions
+from topo_env.sim.tasks import TextReader
+from topo_env.vector_env import SimVectorEnv
+
+
+@dataclass(frozen=True)
+class Demonstrations:
+    """E teacher episodes: ``obs`` (E, T, N, D) float32 and ``adjacency`` (E, T, N, N) float32 as
+    the agents saw them before each round, ``actions`` (E, T, N) the teacher's joint actions."""
+
+    obs: np.ndarray
+    adjacency: np.ndarray
+    actions: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+
+def teacher_demonstrations(venv: SimVectorEnv, references: References, seeds: Sequence[int],
+                           chunk: int = 4096) -> Demonstrations:
+    """The readable adaptive reference played on the episodes ``seeds`` (train split), ``chunk`` at a
+    time, each episode's context read from its text. ``references`` must be those of ``venv``'s
+    team searched on the readable context (``cached_references(config, context="readable")``;
+    N = 3, T <= 2)."""
+    if venv.rounds > 2:
+        raise ValueError(f"the teacher plays at most 2 rounds (the headroom references' setting), not {venv.rounds}")
+    table = joint_actions(venv.n_agents)
+    reader = TextReader(venv.profile)
+    obs, adjacency, actions = [], [], []
+    for start in range(0, len(seeds), chunk):
+        part = list(seeds[start:start + chunk])
+        step = venv.reset(part, "train")
+        episodes = venv.episodes
+        subjects, _ = reader.read(list(episodes.texts))
+        policy = references.policies("adaptive", readable_rows(subjects), venv.sim)
+        seen, adj, chosen = [], [], []
+        for t in range(venv.rounds):
+            column = 0 if t == 0 else 1 + agreement_class(venv.last_outputs.label)
+            joint = table[policy[np.arange(len(part)), column]]
+            seen.append(step.observations)
+            adj.append(step.sent_to.astype(np.float32))
+            chosen.append(joint)
+            step = venv.step(joint)
+        obs.append(np.stack(seen, axis=1))
+        adjacency.append(np.stack(adj, axis=1))
+        actions.append(np.stack(chosen, axis=1))
+    return Demonstrations(np.concatenate(obs), np.concatenate(adjacency), np.concatenate(actions))
+
+
+def distill(agent: AgentQNetwork, demonstrations: Demonstrations, epochs: int, batch_size: int, lr: float,
+            temperature: float, seed: int, device: torch.device | str = "cpu") -> list[float]:
+    """Train ``agent`` to pick the teacher's action per agent and round: ``epochs`` passes over the
+    demonstrations in shuffled minibatches (``torch.Generator`` seeded by ``seed``), Adam at
+    ``lr``, loss ``cross_entropy(Q / temperature, teacher action)``. Returns each epoch's mean loss."""
+    device = torch.device(device)
+    obs = torch.as_tensor(demonstrations.obs, device=device)
+    adjacency = torch.as_tensor(demonstrations.adjacency, device=device)
+    actions = torch.as_tensor(demonstrations.actions, device=device)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=lr)
+    order = torch.Generator().manual_seed(int(seed))
+    agent.train()
+    losses = []
+    for _ in range(int(epochs)):
+        total = 0.0
+        for rows in torch.randperm(len(demonstrations), generator=order).split(int(batch_size)):
+            q = agent.unroll(obs[rows], adjacency[rows])
+            loss = F.cross_entropy(q.reshape(-1, q.shape[-1]) / temperature, actions[rows].reshape(-1))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * len(rows)
+        losses.append(total / len(demonstrations))
+    agent.eval()
+    return losses
+
+
+def imitate_teacher(env_config, learner_config, agent: AgentQNetwork, seed: int, device: torch.device | str = "cpu",
+                    progress: bool = True) -> dict:
+    """The teacher stage of a training run: the readable adaptive reference of ``env_config``'s
+    simulated team (searched once and cached: :func:`topo_env.headroom.cached_references`), played
+    on ``learner_config.teacher_episodes`` episodes (env seeds
+    :func:`topo_env.seeding.teacher_env_seed`) and distilled into ``agent``
+    (:func:`distill` with the ``teacher_*`` settings of ``learner_config``). Returns the report that
+    results.json keeps: ``demonstrations``, ``search_episodes`` (the search's selection and
+    re-ranking episodes, each replayed under every sequence), ``search_cached``, ``epochs``,
+    ``losses`` (per epoch) and ``seconds``."""
+    import dataclasses
+    import sys
+    import time
+
+    from topo_env.headroom import REFERENCE_SELECTION, cached_references
+    from topo_env.seeding import teacher_env_seed
+
+    started = time.perf_counter()
+    if progress:
+        print("teacher: the adaptive reference on what the task text tells (searched once per team, then cached)",
+              file=sys.stderr)
+    references, cached = cached_references(env_config, progress=progress, context="readable")
+    venv = SimVectorEnv(dataclasses.replace(env_config, split="train"))
+    count = int(learner_config.teacher_episodes)
+    demonstrations = teacher_demonstrations(venv, references, [teacher_env_seed(seed, k) for k in range(count)])
+    losses = distill(agent, demonstrations, learner_config.teacher_epochs, learner_config.teacher_batch_size,
+                     learner_config.teacher_lr, learner_config.teacher_temperature, seed, device)
+    if progress:
+        print(f"teacher: {count} demonstrations, {len(losses)} epochs, loss {losses[0]:.3f} -> {losses[-1]:.3f}",
+              file=sys.stderr)
+    return {"demonstrations": count, "search_episodes": REFERENCE_SELECTION["samples"] + REFERENCE_SELECTION["rerank_samples"],
+            "search_cached": bool(cached), "epochs": len(losses), "losses": losses,
+            "seconds": time.perf_counter() - started}
