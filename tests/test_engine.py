@@ -284,14 +284,14 @@ def test_transcript_labels_rounds_by_who_ran_and_who_was_verified():
     ep = TeamEpisode(backend, ("specialist",) * 3, 3)
     assert episode_transcript(ep) == ""  # nothing started
     rng = np.random.default_rng(0)
-    ep.start(backend.sample_task(rng, "eval"), rng, adversaries=(1,))
+    ep.start(backend.sample_task(rng, "eval"), rng, adversaries=(0, 2))
     ep.run_round(_spec(edges=[(0, 1)]))
-    ep.run_round(_spec(edges=[(1, 2)], active=[1, 2], verify=[1]))
+    ep.run_round(_spec(edges=[(1, 2)], active=[1, 2], verify=[1, 2]))
     ep.run_round(_spec(active=[]))
     lines = episode_transcript(ep).splitlines()
-    assert lines[1] == "adversaries: agent_1"
+    assert lines[1] == "adversaries: agent_0, agent_2"
     rounds = [line for line in lines if line.startswith("== round")]
-    assert rounds == ["== round 1/3: active: everyone", "== round 2/3: active: agent_1, agent_2; verified: agent_1",
+    assert rounds == ["== round 1/3: active: everyone", "== round 2/3: active: agent_1, agent_2; verified: agent_1, agent_2",
                       "== round 3/3: active: nobody"]
     assert lines[lines.index(rounds[2]) + 1].startswith("   edges: (none)   plan: ")
     assert episode_transcript(ep, ["first", "second"]).count("== round 3/3: active: nobody") == 1

@@ -296,6 +296,7 @@ def test_recalled_outputs_come_after_the_messages_in_every_call_with_the_own_pre
     assert calls["revise"].messages == (drafts[1], first.finals[0])
     assert calls["revise"].own_previous == drafts[2]
     assert second.finals[2].phase == "revise"
+    assert all(c.task is episode.task for c in episode.backend.calls)
 
 
 class EstimatingBackend(RecordingBackend):

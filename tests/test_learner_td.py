@@ -214,6 +214,18 @@ def test_learner_targets_with_td_lambda_on_three_rounds(lam):
     assert np.allclose(y[0].numpy(), [g0, g1, g2], atol=1e-5)
 
 
+@pytest.mark.parametrize("mixer", ["qmix", "none"])
+def test_replica_targets_are_the_stored_return_targets(mixer):
+    """With replicas > 0 the targets are the batch's ``return_target`` (B, T), broadcast over
+    agents for independent learners (B, T, 1), whatever the rewards and bootstrap values say."""
+    learner = make_learner(replicas=4, mixer=mixer)
+    batch = episode_batch(rewards=(0.0, 1.5), b=2)
+    batch["return_target"] = np.array([[0.25, -1.0], [2.0, 0.5]], np.float32)
+    y = learner.targets(learner.batch_to_tensors(batch))
+    want = torch.as_tensor(batch["return_target"])
+    torch.testing.assert_close(y, want if mixer == "qmix" else want.unsqueeze(-1))
+
+
 def test_monte_carlo_targets_skip_the_target_networks(monkeypatch):
     """td_lambda = 1 never reads a bootstrap value, so the target networks are not run (a speed
     shortcut); the targets are still the discounted returns."""
