@@ -412,6 +412,24 @@ def test_hard_target_sync_every_k_updates():
     assert learner.updates == 7
 
 
+def test_mixer_warmup_holds_the_agent_network_still_for_its_updates():
+    """learner.mixer_warmup = 2: the first two updates move the mixer only (the agent network keeps
+    a teacher's weights while a fresh mixer learns its targets); the third moves both."""
+    learner = make_learner(mixer_warmup=2, lr=1e-2)
+    batch = episode_batch(rewards=(0.0, 1.0), b=2, seed=4)
+
+    def agent_and_mixer():
+        return ([p.detach().clone() for p in learner.agent.parameters()],
+                [p.detach().clone() for p in learner.mixer.parameters()])
+
+    for update in (1, 2, 3):
+        agent_before, mixer_before = agent_and_mixer()
+        learner.update(batch)
+        agent_after, mixer_after = agent_and_mixer()
+        assert not same(mixer_before, mixer_after), f"the mixer did not learn at update {update}"
+        assert same(agent_before, agent_after) == (update <= 2), f"update {update}"
+
+
 def test_soft_target_update_is_polyak_every_update():
     tau = 0.3
     learner = make_learner(target_update="soft", tau=tau, lr=1e-2)

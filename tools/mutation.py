@@ -10,7 +10,7 @@ narrowed to that module (``only_mutate``) and its test files (:data:`MODULES`); 
 per mutant, only the tests that call the mutated function. The checkout itself is never changed
 (mutmut writes its mutants under the copy's ``mutants/``), so runs are safe next to other work.
 Prints, per module, the mutants killed and surviving, and writes ``WORKDIR/survivors.md`` with the
-diff of every survivor. Not part of CI: a full run takes about 20 minutes on two cores.
+diff of every survivor. Not part of CI: a full run takes about an hour on two cores.
 """
 from __future__ import annotations
 
