@@ -52,7 +52,9 @@ def run_one(team: str, seed: int, out: Path, real_calls: int, extra: Sequence[st
     truths = truth_values(truth, base, report, 3)
     missed = []
     for row in report["parameters"]:
-        if row["status"] == "fitted" and row.get("se") and row["parameter"] in truths:
+        if row["status"] != "fitted" or not row.get("se") or row["parameter"] not in truths:
+            continue
+        if abs(row["value"] - truths[row["parameter"]]) > 1e-6 * max(1.0, abs(truths[row["parameter"]])):  # equal ones are no miss
             missed.append((abs(row["value"] - truths[row["parameter"]]) / row["se"], row["parameter"], row["value"],
                            truths[row["parameter"]]))
     result["missed"] = sorted(missed, reverse=True)[:5]

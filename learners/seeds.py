@@ -36,19 +36,30 @@ def summarize_seeds(results: dict[int, dict[str, Any]]) -> dict[str, Any]:
     each policy (each seed's paired difference); ``headroom_share`` and the training time where
     present."""
     seeds = sorted(results)
-    policies = [k for k, v in results[seeds[0]]["eval"].items() if isinstance(v, dict)]
+    policies = list(dict.fromkeys(k for s in seeds for k, v in results[s]["eval"].items() if isinstance(v, dict)))
     summary: dict[str, Any] = {"seeds": seeds, "policies": {}, "qmix_minus": {}}
     for name in policies:
-        summary["policies"][name] = {f: mean_and_se([results[s]["eval"][name][f] for s in seeds])
-                                     for f in FIGURES if f in results[seeds[0]]["eval"][name]}
-    for name in results[seeds[0]]["qmix_minus"]:
-        summary["qmix_minus"][name] = mean_and_se([results[s]["qmix_minus"][name]["mean"] for s in seeds])
+        figures = [_figures(results[s]["eval"], name) for s in seeds]
+        summary["policies"][name] = {f: mean_and_se([seed[f] for seed in figures]) for f in FIGURES if f in figures[0]}
+    for name in dict.fromkeys(k for s in seeds for k in results[s]["qmix_minus"]):
+        summary["qmix_minus"][name] = mean_and_se([_figures(results[s]["qmix_minus"], name, {"mean": 0.0})["mean"]
+                                                   for s in seeds])
     shares = [results[s]["eval"].get("headroom_share") for s in seeds]
     if all(v is not None for v in shares):
         summary["headroom_share"] = mean_and_se(shares)
         summary["headroom"] = mean_and_se([results[s]["eval"]["headroom"] for s in seeds])
     summary["train_seconds"] = mean_and_se([results[s]["train"]["seconds"] for s in seeds])
     return summary
+
+
+def _figures(section: dict[str, Any], name: str, same_network: dict | None = None) -> dict[str, Any]:
+    """``section[name]``; a run whose validation kept its final network has no ``qmix_last``
+    (it is ``qmix``): then qmix's own figures, or ``same_network`` for a difference with qmix."""
+    if name in section:
+        return section[name]
+    if name == "qmix_last":
+        return same_network if same_network is not None else section["qmix"]
+    raise KeyError(f"policy {name!r} is missing from a seed's results")
 
 
 def format_seeds(summary: dict[str, Any]) -> str:

@@ -9,10 +9,20 @@ import torch
 
 from pathlib import Path
 
+from learners.buffer import unpacked
 from topo_env.backends import make_backend
 
 ONE_EPISODE_CONFIG = str(Path(__file__).resolve().parent / "data" / "one_episode.yaml")
 """The config of the one-episode loop's tests (``train.sim_batch: 0``; tests/data/one_episode.yaml)."""
+
+
+def read_checkpoint(path: Path) -> dict:
+    """A train_qmix.py checkpoint (a run directory or the file) with its replay as arrays."""
+    path = Path(path)
+    saved = torch.load(path / "checkpoint.pt" if path.is_dir() else path, weights_only=False)
+    if "buffer" in saved:
+        saved["buffer"] = unpacked(saved["buffer"])
+    return saved
 
 
 def assert_same_learner_and_replay(a: dict, b: dict) -> None:
@@ -22,8 +32,9 @@ def assert_same_learner_and_replay(a: dict, b: dict) -> None:
     for part in ("agent", "mixer", "target_agent", "target_mixer"):
         for name, tensor in a["learner"][part].items():
             assert torch.equal(tensor, b["learner"][part][name]), f"{part}.{name} differs"
-    for name, values in a["buffer"]["data"].items():
-        assert np.array_equal(values, b["buffer"]["data"][name]), f"replay {name} differs"
+    replay_a, replay_b = unpacked(a["buffer"])["data"], unpacked(b["buffer"])["data"]
+    for name, values in replay_a.items():
+        assert np.array_equal(values, replay_b[name]), f"replay {name} differs"
     assert np.array_equal(a["buffer"]["policy_version"], b["buffer"]["policy_version"])
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import train_qmix
-from run_checks import ONE_EPISODE_CONFIG, assert_same_learner_and_replay
+from run_checks import ONE_EPISODE_CONFIG, assert_same_learner_and_replay, read_checkpoint
 from learners.config import load_experiment
 from topo_env.config import ConfigError
 from topo_env.env import TopologyParallelEnv
@@ -51,10 +51,6 @@ def train(out: Path, **settings) -> int:
                             "--no-progress", "--no-pictures"])
 
 
-def checkpoint(out: Path) -> dict:
-    return torch.load(out / "checkpoint.pt", weights_only=False)
-
-
 def held_out_reward(out: Path) -> float:
     return train_qmix.json.loads((out / "results.json").read_text())["eval"]["qmix"]["reward"]
 
@@ -80,7 +76,7 @@ def test_two_workers_play_the_single_process_episodes(single, two_workers):
     which no action has touched yet), each with the policy version the batch rule gives (batch b
     of K = 2 episodes launched with the last sync, every 2 commits, once batch b - 2 is
     committed), and a final learner within REWARD_BOUND of the single-process one."""
-    a, b = checkpoint(single), checkpoint(two_workers)
+    a, b = read_checkpoint(single), read_checkpoint(two_workers)
     assert a["buffer"]["size"] == b["buffer"]["size"] == EPISODES
     first = {name: (a["buffer"]["data"][name][:EPISODES, 0], b["buffer"]["data"][name][:EPISODES, 0])
              for name in ("obs", "state", "mask")}
@@ -104,7 +100,7 @@ def test_two_workers_k1_is_the_single_process_k2_run_bit_for_bit(cluster, tmp_pa
     committed, as with K = 2 in one process: the same replay, versions and weights exactly."""
     assert train(tmp_path / "ray", **ROLLOUTS) == 0
     assert train(tmp_path / "k2", **{"train.episodes_in_flight": 2}) == 0
-    a, b = checkpoint(tmp_path / "ray"), checkpoint(tmp_path / "k2")
+    a, b = read_checkpoint(tmp_path / "ray"), read_checkpoint(tmp_path / "k2")
     assert_same_learner_and_replay(a, b)
     assert a["buffer"]["policy_version"][:EPISODES].tolist() == [max(0, j - 1) for j in range(EPISODES)]
 
@@ -144,9 +140,9 @@ def test_a_killed_worker_is_restarted_and_nothing_is_lost_or_stored_twice(two_wo
     assert rollouts.pids_at_end[1] != rollouts.pids_at_start[1]  # restarted: a new process
     assert rollouts.pids_at_end[0] == rollouts.pids_at_start[0]
     assert handed == list(range(EPISODES))
-    got = checkpoint(out)
+    got = read_checkpoint(out)
     assert got["buffer"]["size"] == EPISODES
-    assert_same_learner_and_replay(got, checkpoint(two_workers))
+    assert_same_learner_and_replay(got, read_checkpoint(two_workers))
 
 
 def test_a_budget_stops_launching_and_stores_every_episode_in_flight(two_workers, tmp_path, monkeypatch, capsys):
@@ -162,7 +158,7 @@ def test_a_budget_stops_launching_and_stores_every_episode_in_flight(two_workers
     out = tmp_path / "budget"
     assert train(out, **ROLLOUTS, **{"train.episodes_in_flight": 2, "train.sync_every": 2,
                                      "train.call_budget": 60}) == 130
-    got, want = checkpoint(out), checkpoint(two_workers)
+    got, want = read_checkpoint(out), read_checkpoint(two_workers)
     stored = got["episode"]
     assert stored < EPISODES and launched == list(range(stored)) and got["buffer"]["size"] == stored
     in_flight = int(capsys.readouterr().err.split("finishing the ")[1].split(" episode")[0])

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import train_qmix
-from run_checks import ONE_EPISODE_CONFIG, DelayedBackend, assert_same_learner_and_replay
+from run_checks import ONE_EPISODE_CONFIG, DelayedBackend, assert_same_learner_and_replay, read_checkpoint
 import topo_env.env as env_module
 from fake_openai_server import FakeOpenAIServer
 from learners.agent_network import AgentQNetwork
@@ -44,10 +44,6 @@ def train(out, *extra: str, **settings) -> int:
                             "--no-progress", "--no-pictures", *extra])
 
 
-def checkpoint(out) -> dict:
-    return torch.load(out / "checkpoint.pt", weights_only=False)
-
-
 def delayed_backends(monkeypatch, seed: int) -> list:
     finished, delays = [], random.Random(seed)
     monkeypatch.setattr(env_module, "make_backend", lambda config: DelayedBackend(config, delays, finished))
@@ -63,7 +59,7 @@ def test_k1_is_the_sequential_loop_bit_for_bit(tmp_path):
     """train_qmix with the default K = 1 stores exactly the replay and weights of the sequential
     loop (EpisodeRunner.run on the live network, update after each episode)."""
     assert train(tmp_path / "k1") == 0
-    got = checkpoint(tmp_path / "k1")
+    got = read_checkpoint(tmp_path / "k1")
     cfg = load_experiment(ONE_EPISODE_CONFIG, [f"{k}={v}" for k, v in SMALL.items()] + [f"train.episodes={EPISODES}"])
     seed = cfg.train.seed
     random.seed(seed)
@@ -102,7 +98,7 @@ def test_completion_order_does_not_change_what_the_learner_sees(tmp_path, monkey
         orders.append(finished[:EPISODES])  # the training episodes, in completion order
         results.append(json.loads((tmp_path / f"run{run}" / "results.json").read_text())["eval"])
     assert orders[0] != orders[1] and sorted(orders[0]) == sorted(orders[1])
-    a, b = checkpoint(tmp_path / "run0"), checkpoint(tmp_path / "run1")
+    a, b = read_checkpoint(tmp_path / "run0"), read_checkpoint(tmp_path / "run1")
     assert_same_learner_and_replay(a, b)
     assert a["buffer"]["policy_version"].tolist() == [max(0, j - 3) for j in range(EPISODES)]
     assert results[0] == results[1]
@@ -121,7 +117,7 @@ def test_token_budget_stops_after_the_episodes_in_flight(tmp_path, monkeypatch, 
     monkeypatch.setattr(EpisodeRunner, "arun", arun)
     budget = 60000
     assert train(tmp_path / "budget", **{"train.episodes_in_flight": 4, "train.token_budget": budget}) == 130
-    ck = checkpoint(tmp_path / "budget")
+    ck = read_checkpoint(tmp_path / "budget")
     spent = np.cumsum([tokens[j] for j in range(len(tokens))])
     reached = int(np.argmax(spent >= budget)) + 1  # episodes committed when the budget was reached
     assert reached < EPISODES - 3

@@ -6,7 +6,7 @@ import copy
 import numpy as np
 import pytest
 
-from learners.buffer import EpisodeRecord, EpisodeReplayBuffer
+from learners.buffer import EpisodeRecord, EpisodeReplayBuffer, unpacked
 
 T, N, D, S, A = 2, 3, 5, 4, 6
 
@@ -156,7 +156,30 @@ def test_state_dict_is_a_snapshot():
     buf.add(make_episode(2))
     buf.data["reward"][0, -1] = -5.0
     assert state["size"] == 1 and state["position"] == 1
-    assert state["data"]["reward"][0, -1] == 1.0
+    assert unpacked(state)["data"]["reward"][0, -1] == 1.0
+
+
+def test_state_dict_packs_the_replay_smaller_and_loses_nothing():
+    """Mostly-zero observations (the hashed text embedding) pack to a fraction of their size; the
+    unpacked arrays are the stored ones bit for bit, and checkpoints that stored plain arrays
+    still load."""
+    buf = EpisodeReplayBuffer(64, T, N, 512, S, A)
+    rng = np.random.default_rng(0)
+    for k in range(64):
+        episode = make_episode(k + 1, rng)
+        sparse = np.zeros((T, N, 512), np.float32)
+        sparse[..., rng.integers(512, size=20)] = rng.normal(size=20).astype(np.float32)
+        buf.add(EpisodeRecord(**{**vars(episode), "obs": sparse}))
+    state = buf.state_dict()
+    assert len(state["data"]["obs"]["zlib"]) < buf.data["obs"].nbytes / 5
+    for name, array in unpacked(state)["data"].items():
+        assert array.dtype == buf.data[name].dtype and np.array_equal(array, buf.data[name]), name
+    plain = {**state, "data": {name: array[: buf.size].copy() for name, array in buf.data.items()}}
+    for restored in (state, plain):
+        clone = EpisodeReplayBuffer(64, T, N, 512, S, A)
+        clone.load_state_dict(restored)
+        for name in EpisodeReplayBuffer.FIELDS:
+            assert np.array_equal(clone.data[name], buf.data[name]), name
 
 
 def test_load_state_dict_into_a_smaller_buffer_raises():

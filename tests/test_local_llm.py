@@ -115,3 +115,31 @@ def test_pretrained_on_the_simulated_team_continues_on_the_real_model(server, tm
     after = torch.load(real / "checkpoint.pt", weights_only=False)["learner"]["agent"]
     assert before.keys() == after.keys()
     assert any(not torch.equal(before[k], after[k]) for k in before)  # it went on learning on the real team
+
+
+def test_sim2real_runs_end_to_end_on_the_real_model(server, tmp_path):
+    """The sim-to-real route on a tiny budget: exploration episodes recorded on SmolLM2 (within the
+    budget), a simulated team fitted to them, QMIX trained on that team at simulator scale, and the
+    greedy policy scored against every fixed topology on the real model's held-out tasks."""
+    import train_qmix
+
+    out = tmp_path / "s2r"
+    small = ["--sim-set", "learner.teacher_episodes=0", "--sim-set", "train.validate_every=0",
+             "--sim-set", "train.curve_every=0", "--sim-set", "train.eval_episodes=50",
+             "--sim-set", "train.references=false", "--sim-set", "learner.hidden_dim=16",
+             "--sim-set", "train.sim_batch=32", "--sim-set", "learner.batch_size=16",
+             "--sim-set", "learner.episodes_per_update=8"]
+    assert train_qmix.main(["--config", "configs/local_llm.yaml", "--sim2real", "--real-calls", "56", "--out", str(out),
+                            "--episodes", "64", "--no-progress", "--set", f"env.backend.base_url={server.base_url}",
+                            "--set", f"env.backend.cache_path={tmp_path / 'cache.sqlite'}",
+                            "--set", f"env.backend.model={MODEL_ALIAS}", "--set", "env.backend.max_tokens=24",
+                            "--set", f"env.backend.dataset={write_tasks(tmp_path / 't.jsonl', 'reasoning')}",
+                            "--set", "train.eval_episodes=1", *small]) == 0
+    result = json.loads((out / "results.json").read_text())
+    spent = result["sim2real"]
+    assert 0 < spent["real_calls"] == spent["record"]["calls"] <= 56 and spent["record"]["episodes"] >= 4
+    assert (out / "fitted.yaml").is_file() and json.loads((out / "fit_report.json").read_text())["parameters"]
+    trained = json.loads((out / "sim_run" / "config.json").read_text())
+    assert trained["env"]["profile"] == str(out / "fitted.yaml") and trained["env"]["backend"]["kind"] == "sim"
+    assert {"qmix", "solo", "full", "chain", "star", "debate", "random"} <= set(result["eval"])
+    assert all(result["eval"][name]["episodes"] == 1 for name in ("qmix", "solo", "full"))

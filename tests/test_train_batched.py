@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import train_qmix
+from run_checks import read_checkpoint
 from learners.config import load_experiment
 from topo_env.config import ConfigError
 
@@ -29,13 +30,9 @@ def train(out: Path, *extra: str) -> int:
     return train_qmix.main([*SMALL, "--out", str(out), *extra])
 
 
-def checkpoint(out: Path) -> dict:
-    return torch.load(out / "checkpoint.pt", weights_only=False)
-
-
 def assert_same_run(a: Path, b: Path) -> None:
     """The same networks, optimiser step count and replay, and the same held-out figures."""
-    ca, cb = checkpoint(a), checkpoint(b)
+    ca, cb = read_checkpoint(a), read_checkpoint(b)
     assert ca["episode"] == cb["episode"] and ca["learner"]["updates"] == cb["learner"]["updates"] > 0
     for part in ("agent", "mixer", "target_agent", "target_mixer"):
         for name, tensor in ca["learner"][part].items():
@@ -60,14 +57,14 @@ def test_a_batched_run_resumes_exactly(tmp_path):
     batched = ["--set", "train.sim_batch=8", "--set", "learner.replicas=2", "--set", "learner.privileged_state=true"]
     assert train(tmp_path / "straight", "--episodes", "32", *batched) == 0
     assert train(tmp_path / "halves", "--episodes", "16", *batched) == 0
-    assert checkpoint(tmp_path / "halves")["episode"] == 16
+    assert read_checkpoint(tmp_path / "halves")["episode"] == 16
     assert train_qmix.main(["--resume", str(tmp_path / "halves"), "--episodes", "32", "--no-progress",
                             "--no-pictures"]) == 0
     assert_same_run(tmp_path / "straight", tmp_path / "halves")
     result = json.loads((tmp_path / "straight" / "results.json").read_text())
     assert result["train"]["episodes"] == 32 and set(result["eval"]) >= {"qmix", "solo", "random", "full"}
-    state = checkpoint(tmp_path / "straight")["buffer"]["data"]
-    assert state["return_target"].any() and state["state"].shape[-1] > checkpoint(tmp_path / "straight")[
+    state = read_checkpoint(tmp_path / "straight")["buffer"]["data"]
+    assert state["return_target"].any() and state["state"].shape[-1] > read_checkpoint(tmp_path / "straight")[
         "buffer"]["data"]["obs"].shape[-1] * 3  # env state plus the privileged features
 
 
@@ -80,7 +77,7 @@ def test_init_from_a_privileged_run_takes_its_agent_network_only(tmp_path, capsy
                  "--init-from", str(tmp_path / "rich")) == 0  # no update: the loaded network is what it plays
     assert "its agent network; the mixer starts afresh (learner.privileged_state is True there and False here)" \
         in capsys.readouterr().err
-    rich, plain = checkpoint(tmp_path / "rich")["learner"], checkpoint(tmp_path / "plain")["learner"]
+    rich, plain = read_checkpoint(tmp_path / "rich")["learner"], read_checkpoint(tmp_path / "plain")["learner"]
     assert plain["updates"] == 0
     for name, tensor in rich["agent"].items():
         assert torch.equal(tensor, plain["agent"][name]), name
