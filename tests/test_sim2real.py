@@ -1,0 +1,88 @@
+"""Issue 35, section 3: the sim-to-real route on a simulated real team it never reads.
+
+The real team is a perturbed copy of mmlu_pro (experiments.fit_recovery.perturb, seed 100: the
+agents' abilities and verbosities, the subjects' offsets, the verifiabilities permuted, conformity,
+trap pull, confidence and tokens moved). ``train_qmix.py --sim2real`` records it within the budget,
+fits a simulated team from the built-in profile, trains on that and scores the greedy policy on the
+real team's held-out episodes. The full study (10,000 calls, seeds 0-2) is
+``python -m experiments.sim2real_study``; this is its small version.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+import sim2real
+import train_qmix
+from experiments.fit_recovery import perturb
+from topo_env.sim.fit import write_profile
+
+BUDGET = 1500
+SMALL = ["--sim-set", "learner.teacher_episodes=0", "--sim-set", "train.validate_every=0",
+         "--sim-set", "train.curve_every=0", "--sim-set", "train.eval_episodes=50", "--sim-set", "train.references=false",
+         "--sim-set", "learner.hidden_dim=16", "--sim-set", "train.sim_batch=32", "--sim-set", "learner.batch_size=16",
+         "--sim-set", "learner.episodes_per_update=8"]
+
+
+@pytest.fixture(scope="module")
+def route(tmp_path_factory):
+    """One sim-to-real run on the perturbed team; returns (out dir, real profile path, the fit's inputs,
+    the training runs' argv)."""
+    tmp = tmp_path_factory.mktemp("s2r")
+    _, truth = perturb("mmlu_pro", 100)
+    real = tmp / "real.yaml"
+    write_profile(truth, real)
+    config = tmp / "real_team.yaml"
+    config.write_text(yaml.safe_dump({"env": {"profile": str(real), "embed_dim": 64},
+                                      "train": {"eval_episodes": 300, "references": False}}))
+    fitted_from, trained = [], []
+    fit, train = sim2real.fit_traces, train_qmix.main
+
+    def spying_fit(traces, base, **kwargs):
+        fitted_from.append((traces, base, kwargs["config"].profile))
+        return fit(traces, base, **kwargs)
+
+    def spying_train(argv):
+        trained.append(list(argv))
+        return train(argv)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sim2real, "fit_traces", spying_fit)
+        patch.setattr(train_qmix, "main", spying_train)
+        out = tmp / "run"
+        assert train(["--config", str(config), "--sim2real", "--real-calls", str(BUDGET), "--out", str(out),
+                      "--episodes", "64", "--no-progress", *SMALL]) == 0
+    return out, real, fitted_from, trained
+
+
+def test_it_spends_at_most_its_budget_on_recording(route):
+    out, _, _, _ = route
+    result = json.loads((out / "results.json").read_text())["sim2real"]
+    recorded = [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines() if line.strip()]
+    assert 0 < result["real_calls"] == result["record"]["calls"] <= BUDGET
+    assert result["record"]["episodes"] >= BUDGET // 13  # an episode makes at most 2NT + 1 = 13 calls
+    assert recorded, "no trace written"
+
+
+def test_it_fits_and_trains_on_traces_never_on_the_real_teams_parameters(route):
+    """The fit gets the traces and the built-in base; training runs on the fitted profile; nothing
+    before the scoring is handed the real team's profile file."""
+    out, real, fitted_from, trained = route
+    assert fitted_from == [(out / "traces.jsonl", "mmlu_pro", "mmlu_pro")]
+    assert len(trained) == 1 and str(real) not in " ".join(trained[0])
+    sim_run = json.loads((out / "sim_run" / "config.json").read_text())["env"]
+    assert sim_run["profile"] == str(out / "fitted.yaml") and sim_run["backend"]["kind"] == "sim"
+    fitted, true = yaml.safe_load((out / "fitted.yaml").read_text()), yaml.safe_load(real.read_text())
+    assert fitted != true  # a fit, not a copy
+
+
+def test_it_scores_the_greedy_policy_on_the_real_teams_held_out_episodes(route):
+    out, real, _, _ = route
+    result = json.loads((out / "results.json").read_text())
+    assert result["config"]["env"]["profile"] == str(real)
+    assert {"qmix", "solo", "full", "chain", "star", "debate", "random"} <= set(result["eval"])
+    assert all(result["eval"][name]["episodes"] == 300 for name in ("qmix", "solo", "full"))
+    assert set(result["qmix_minus"]) >= {"solo", "full"}
+    assert result["sim2real"]["fit"]["parameters"].get("fitted", 0) > 0
