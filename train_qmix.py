@@ -29,11 +29,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from matplotlib.image import imread
-
-import sim2real
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
+import sim2real
 from learners.buffer import EpisodeReplayBuffer
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
 from learners.distributed import RayRollouts, require_ray  # imports Ray only when train.ray is set

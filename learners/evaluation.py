@@ -42,11 +42,11 @@ from learners.inflight import EpisodesInFlight
 from learners.runner import select_actions
 from topo_env.actions import ACTION_NAMES, N_ACTIONS
 from topo_env.baselines import (
-    FIXED_BASELINES, EpisodeFigures, Policy, agent_index, check_evaluation, episode_calls, evaluate_policy,
-    play_episode, policy_figures, step_calls,
+    BASELINES, FIXED_BASELINES, EpisodeFigures, Policy, agent_index, check_evaluation, episode_calls, evaluate_policy,
+    make_baseline, open_loop_actions, play_episode, policy_figures, random_joint_actions, step_calls,
 )
 from topo_env.config import ConfigError, nest_legacy_backend
-from topo_env.seeding import policy_rng
+from topo_env.seeding import EVAL_SEED_OFFSET, policy_rng
 from topo_env.vector_env import SimVectorEnv
 
 
@@ -355,7 +355,6 @@ def score_on_simulator(env, episodes: int, seed: int, progress: bool = True,
     noise every env evaluation meets (common random numbers), at a fraction of the env's cost.
     ``env``: an env with the simulated team. Returns each policy's figures (:func:`batch_figures`)
     and its per-episode rewards."""
-    from topo_env.baselines import open_loop_actions, random_joint_actions
     from topo_env.headroom import cached_references, play_references
 
     config = env.unwrapped.config
@@ -386,9 +385,6 @@ def held_out_comparison(cfg: ExperimentConfig, qmix_policies: Sequence[QMIXPolic
     Returns ``(results, traces, rewards, paired, headroom)``: per policy its figures, the QMIX
     policies' episode traces, per policy the per-episode rewards, QMIX minus each other policy
     (:func:`paired_difference`), and ``{"headroom", "headroom_share"}`` where the references ran."""
-    from topo_env.baselines import BASELINES, make_baseline
-    from topo_env.seeding import EVAL_SEED_OFFSET
-
     seed = cfg.train.seed + EVAL_SEED_OFFSET
     simulated = cfg.env.backend.kind == "sim"
     results, traces = {}, {}

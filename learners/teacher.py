@@ -21,21 +21,25 @@ afresh with TD.
 """
 from __future__ import annotations
 
+import dataclasses
+import sys
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from learners.agent_network import AgentQNetwork
-from topo_env.headroom import References, agreement_class, readable_rows
+from topo_env import headroom
+from topo_env.headroom import References, agreement_class, cached_references, readable_rows
 from topo_env.oracle import joint_actions
+from topo_env.seeding import teacher_env_seed
 from topo_env.sim.tasks import TextReader
 from topo_env.vector_env import SimVectorEnv
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Demonstrations:
     """E teacher episodes: ``obs`` (E, T, N, D) float32 and ``adjacency`` (E, T, N, N) float32 as
     the agents saw them before each round, ``actions`` (E, T, N) the teacher's joint actions."""
@@ -116,13 +120,6 @@ def imitate_teacher(env_config, learner_config, agent: AgentQNetwork, seed: int,
     results.json keeps: ``demonstrations``, ``search_episodes`` (the search's selection and
     re-ranking episodes, each replayed under every sequence), ``search_cached``, ``epochs``,
     ``losses`` (per epoch) and ``seconds``."""
-    import dataclasses
-    import sys
-    import time
-
-    from topo_env.headroom import REFERENCE_SELECTION, cached_references
-    from topo_env.seeding import teacher_env_seed
-
     started = time.perf_counter()
     if progress:
         print("teacher: the adaptive reference on what the task text tells (searched once per team, then cached)",
@@ -136,6 +133,7 @@ def imitate_teacher(env_config, learner_config, agent: AgentQNetwork, seed: int,
     if progress:
         print(f"teacher: {count} demonstrations, {len(losses)} epochs, loss {losses[0]:.3f} -> {losses[-1]:.3f}",
               file=sys.stderr)
-    return {"demonstrations": count, "search_episodes": REFERENCE_SELECTION["samples"] + REFERENCE_SELECTION["rerank_samples"],
+    selection = headroom.REFERENCE_SELECTION
+    return {"demonstrations": count, "search_episodes": selection["samples"] + selection["rerank_samples"],
             "search_cached": bool(cached), "epochs": len(losses), "losses": losses,
             "seconds": time.perf_counter() - started}

@@ -76,8 +76,9 @@ REFERENCE = "solo"
 class MethodRun:
     """One method on one seed: its held-out figures (means over the episodes) and what its training
     spent of the two budgets: ``train_sim_episodes``, episodes played on a simulated team (with what
-    the simulator played beyond them for QMIX: replicas, its teacher's search and demonstrations), and ``train_llm_calls``, calls made to a real
-    LLM team (agents' and decision node's; its own orchestrator LLM's count in tokens per task)."""
+    the simulator played beyond them for QMIX: replicas, its teacher's search and demonstrations),
+    and ``train_llm_calls``, calls made to a real LLM team (agents' and decision node's; its own
+    orchestrator LLM's count in tokens per task)."""
 
     accuracy: float
     tokens_per_task: float
