@@ -32,7 +32,7 @@ from matplotlib.image import imread
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-import sim2real
+from studies import sim2real
 from learners.buffer import EpisodeReplayBuffer
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
 from learners.distributed import RayRollouts, require_ray  # imports Ray only when train.ray is set
@@ -46,17 +46,17 @@ from learners.runner import EpisodeRunner
 from learners.schedules import epsilon_at, lr_at
 from learners.teacher import imitate_teacher
 from learners.seeds import format_seeds, run_seeds
-from topo_env.actions import N_ACTIONS
-from topo_env.baselines import FIXED_BASELINES
-from topo_env.backends import BackendFailed, BackendUnavailable
-from topo_env.cli import (OneLineParser, RunError, closing_note, format_table, points, positive_int, run_main,
+from topo_env.frontends.comm_actions import N_ACTIONS
+from topo_env.references.baselines import FIXED_BASELINES
+from topo_env.engine.backend_registry import BackendFailed, BackendUnavailable
+from topo_env.engine.cli import (OneLineParser, RunError, closing_note, format_table, points, positive_int, run_main,
                           standard_error_note)
-from topo_env.config import ConfigError
-from topo_env.env import TopologyParallelEnv
-from topo_env.seeding import (EVAL_SEED_OFFSET, EXPLORATION_STREAM, REPLAY_STREAM, REPLICA_STREAM,
+from topo_env.engine.config_checks import ConfigError
+from topo_env.frontends.parallel_env import TopologyParallelEnv
+from topo_env.engine.seeding import (EVAL_SEED_OFFSET, EXPLORATION_STREAM, REPLAY_STREAM, REPLICA_STREAM,
                               VALIDATION_SEED_OFFSET, episode_rng, training_env_seed)
-from topo_env.vector_env import SimVectorEnv
-from topo_env.plots import (draw_episodes, plot_action_distribution, plot_learning_curves, plot_sample_efficiency,
+from topo_env.frontends.vector_env import SimVectorEnv
+from topo_env.frontends.plots import (draw_episodes, plot_action_distribution, plot_learning_curves, plot_sample_efficiency,
                             save_figure)
 
 
@@ -69,8 +69,8 @@ the team's server is reached (the rest would make it another experiment)."""
 PROG = "python train_qmix.py"
 CONFIG_KEYS_HELP = """\
 where every config key is documented:
-  env:          topo_env/config.py, class EnvConfig (team, rounds, reward, adversaries, ...)
-  env.backend:  topo_env/backends.py (sim: SimBackendConfig; llm: LLMBackendConfig: model, base_url, dataset, ...)
+  env:          topo_env/frontends/env_config.py, class EnvConfig (team, rounds, reward, adversaries, ...)
+  env.backend:  topo_env/engine/backend_registry.py (sim: SimBackendConfig; llm: LLMBackendConfig: model, base_url, dataset, ...)
   learner:      learners/config.py, class LearnerConfig (QMIX hyperparameters)
   train:        learners/config.py, class TrainConfig (episodes, seed, evaluation, checkpoints)
 examples: --set learner.lr=1e-3   --set env.backend.base_url=http://127.0.0.1:8080/v1
@@ -98,7 +98,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--no-pictures", action="store_true", help="write no PNG pictures at the end")
     p.add_argument("--trace-out", metavar="PATH",
-                   help="append every training episode to this JSONL trace file (schema: topo_env/traces.py)")
+                   help="append every training episode to this JSONL trace file (schema: topo_env/engine/traces.py)")
     s2r = p.add_argument_group("sim to real (sim2real.py): --config's team is the real one")
     s2r.add_argument("--sim2real", action="store_true",
                      help="record the real team, fit a simulated team to it, train on that, evaluate on the real team")
@@ -518,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(rows, ("policy", "reward", "accuracy (pts)", "tokens/task", "density", "qmix - policy (SE)")))
     if headroom.get("headroom_share") is not None:
         print(f"headroom share: (qmix - best_fixed) / (adaptive - best_fixed) = {headroom['headroom_share']:+.2f} "
-              f"(headroom {headroom['headroom']:+.4f}; topo_env/headroom.py)")
+              f"(headroom {headroom['headroom']:+.4f}; topo_env/references/headroom.py)")
     if cfg.train.validate_every:
         best = validation["best"]
         print(f"qmix: the network of episode {best['episode']} (best of {len(validation['history'])} validation "
@@ -533,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
                 out_dir / "checkpoint.pt"),
                ("TensorBoard logs (tensorboard --logdir)", out_dir)] + [("picture", p) for p in pictures]
     if args.trace_out:
-        written.append(("training episodes' traces (JSONL, topo_env/traces.py)", args.trace_out))
+        written.append(("training episodes' traces (JSONL, topo_env/engine/traces.py)", args.trace_out))
     print("\n" + closing_note(f"{source} on {setting_name(cfg)} (N={n}, T={rounds}, {cfg.train.episodes} training "
                               f"episodes, seed {seed})", notes, written))
     return 0
@@ -553,7 +553,7 @@ def main_seeds(args: argparse.Namespace) -> int:
     child += ["--no-pictures"] if args.no_pictures else []
     child += ["--init-from", args.init_from] if args.init_from else []
     if references_apply(cfg):  # select and cache them once here, not once in every seed's process
-        from topo_env.headroom import cached_references
+        from topo_env.references.headroom import cached_references
         cached_references(cfg.env, progress=not args.no_progress)
     summary = run_seeds(child, args.seeds, out_dir, args.jobs, progress=not args.no_progress,
                         script=Path(__file__).resolve())

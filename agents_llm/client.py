@@ -1,6 +1,6 @@
 """An OpenAI-compatible chat client for agent calls: OpenAI, vLLM, Ollama, llama.cpp's server.
 
-Settings: :class:`topo_env.backends.LLMSettings` (the ``env.backend`` keys of an LLM team).
+Settings: :class:`agents_llm.config.LLMSettings` (the ``env.backend`` keys of an LLM team).
 One :class:`LLMClient` per team backend wraps one ``openai.AsyncOpenAI`` client (created
 lazily, never pickled). Each call:
 
@@ -31,7 +31,8 @@ from urllib.parse import urlsplit
 import openai
 
 from agents_llm.cache import ResponseCache, request_key
-from topo_env.backends import BackendFailed, BackendUnavailable, LLMSettings
+from topo_env.engine.backend_registry import BackendFailed, BackendUnavailable
+from agents_llm.config import LLMSettings
 
 RETRYABLE = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError, openai.APIConnectionError)
 LOCAL_HOSTS = ("localhost", "::1", "0.0.0.0")

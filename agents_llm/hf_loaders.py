@@ -1,4 +1,4 @@
-"""Hugging Face ``datasets`` loaders: public benchmarks -> ``list[topo_env.tasks.Task]``.
+"""Hugging Face ``datasets`` loaders: public benchmarks -> ``list[topo_env.engine.tasks.Task]``.
 
 :func:`load_benchmark` maps each benchmark's published record schema to :class:`Task`:
 
@@ -70,7 +70,7 @@ Metadata: ``test_harness = "livecodebench"``, ``n_tests`` (= ``n_stdin_tests`` +
 the record's own ``metadata`` JSON as ``lcb_metadata``.
 
 The harness needs the candidate source as a global string ``CANDIDATE_SOURCE`` defined
-*before* it; :func:`build_test_program` makes that program (completion with markdown
+*before* it; :func:`agents_llm.scoring.build_test_program` makes that program (completion with markdown
 fences stripped, then the harness) and :func:`agents_llm.scoring.score_code` runs it in
 :func:`agents_llm.sandbox.execute` for tasks with this ``test_harness``. Give the sandbox a
 timeout of at least ``(n_tests + 1) x PER_CASE_TIMEOUT_S`` if slow but correct candidates
@@ -97,9 +97,9 @@ from pathlib import Path
 from typing import Any
 
 from agents_llm.tasks import choice_letters, format_choices
-from topo_env.tasks import Task
+from topo_env.engine.tasks import Task
 
-__all__ = ["BENCHMARKS", "load_benchmark", "build_test_program", "build_stdin_program", "PER_CASE_TIMEOUT_S"]
+__all__ = ["BENCHMARKS", "load_benchmark", "PER_CASE_TIMEOUT_S"]
 
 PER_CASE_TIMEOUT_S = 6.0
 """Wall-clock limit (seconds) of one LiveCodeBench test case inside the harness, and of loading
@@ -366,17 +366,3 @@ def load_benchmark(name: str, split: str | None = None, limit: int | None = None
         tasks.append(task)
     return tasks
 
-
-def build_test_program(task: Task, completion: str | None) -> str:
-    """The program to run for a LiveCodeBench task: ``CANDIDATE_SOURCE = <code>`` (markdown
-    fences stripped from ``completion``) followed by the task's harness (``task.tests``)."""
-    if task.tests is None:
-        raise ValueError(f"task {task.id!r} has no tests")
-    from agents_llm.scoring import strip_code_fences
-
-    code = strip_code_fences(completion or "")
-    return f"CANDIDATE_SOURCE = {code!r}\n" + task.tests
-
-
-build_stdin_program = build_test_program
-"""Former name of :func:`build_test_program` (from when only stdin cases ran)."""

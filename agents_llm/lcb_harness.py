@@ -3,7 +3,7 @@
 :mod:`agents_llm.hf_loaders` makes a task's ``tests`` from this file's text, preceded by one data line,
 ``HARNESS_CONFIG = {...}`` (a literal dict: ``stdin_cases`` and ``functional_cases`` as ``(index in the task's
 case list, input, output)``, ``func_name``, ``per_case_timeout_s``, ``call_prelude``, and ``worker_source``,
-the text of :mod:`agents_llm.lcb_functional_worker`); :func:`agents_llm.hf_loaders.build_test_program` puts
+the text of :mod:`agents_llm.lcb_functional_worker`); :func:`agents_llm.scoring.build_test_program` puts
 ``CANDIDATE_SOURCE = <the candidate's code>`` before that. The sandbox runs the result as ``main.py``, where no
 installed package is guaranteed: this file imports the standard library only, and has no ``__future__``
 import (one must come first in a file, and here the data lines do).
@@ -161,7 +161,7 @@ def main(program_globals):
     missing = [name for name in ("CANDIDATE_SOURCE", "HARNESS_CONFIG") if name not in program_globals]
     if missing:
         print(f"harness error: {' and '.join(missing)} not defined; build the program with "
-              "agents_llm.hf_loaders.build_test_program", file=sys.stderr)
+              "agents_llm.scoring.build_test_program", file=sys.stderr)
         return NOT_BUILT
     return run_cases(program_globals["CANDIDATE_SOURCE"], program_globals["HARNESS_CONFIG"])
 

@@ -39,7 +39,7 @@ show the dataset's ``canonical_solution`` as the right answer; a code task witho
 probe that shows a right answer, and a two-option question no ``peer_other`` probe: the plan (and
 its call count, printed before any call) knows this from the dataset alone.
 
-Trace file: schema ``topomarl.trace/1`` (:mod:`topo_env.traces`), one episode per probe unit:
+Trace file: schema ``topomarl.trace/1`` (:mod:`topo_env.engine.traces`), one episode per probe unit:
 
 * ``solo``: round 0, every agent alone (no edges), one episode per sample.
 * ``drift`` / ``peer_*``: one call (round 1, phase ``solo``, layer 1 when shown peers, else 0) whose
@@ -79,14 +79,15 @@ from typing import Any
 
 import numpy as np
 
-from topo_env.backend import AgentCall, AgentReply, Message, Verdict
-from topo_env.backends import BackendFailed, LLMSettings
-from topo_env.cli import OneLineParser, RunError, format_table, run_main
-from topo_env.config import ConfigError
-from topo_env.engine import RewardConfig
-from topo_env.roles import default_personas
-from topo_env.tasks import Task
-from topo_env.traces import SCHEMA, plain_data, reply_record, append_trace, check_record, message_record
+from topo_env.engine.team_backend import AgentCall, AgentReply, Message, Verdict
+from topo_env.engine.backend_registry import BackendFailed
+from agents_llm.config import LLMSettings
+from topo_env.engine.cli import OneLineParser, RunError, format_table, run_main
+from topo_env.engine.config_checks import ConfigError
+from topo_env.engine.episode import RewardConfig
+from topo_env.engine.roles import default_personas
+from topo_env.engine.tasks import Task
+from topo_env.engine.traces import SCHEMA, plain_data, reply_record, append_trace, check_record, message_record
 
 PROG = "python -m agents_llm.probe"
 PROTOCOL = "topomarl.probe/1"

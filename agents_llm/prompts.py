@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 from agents_llm.scoring import extract_choice, extract_math_answer, strip_code_fences
-from topo_env.backend import AgentCall, Message, Verdict
-from topo_env.tasks import Task
+from topo_env.engine.team_backend import AgentCall, Message, Verdict
+from topo_env.engine.tasks import Task
 
 TITLES = {"code": "CodeWriter", "math": "MathSolver", "reasoning": "ReasoningAgent"}
 PERSONA_FOCUS = {

@@ -30,7 +30,7 @@ import time
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from topo_env.tasks import Task
+from topo_env.engine.tasks import Task
 
 if TYPE_CHECKING:  # pragma: no cover
     from agents_llm.sandbox import ExecutionResult
@@ -551,8 +551,6 @@ def score_code(completion: str | None, task: Task, timeout_s: float = 10.0) -> t
     from agents_llm.sandbox import execute  # lazy: the sandbox is optional at import time
 
     if task.metadata.get("test_harness") == "livecodebench":
-        from agents_llm.hf_loaders import build_test_program
-
         program = build_test_program(task, completion or "")
         per_case = float(task.metadata.get("per_case_timeout_s", 0.0))
         timeout_s = max(timeout_s, (int(task.metadata.get("n_tests", 0)) + 1) * per_case)
@@ -584,3 +582,13 @@ def score(task: Task, text: str | None, *, math_timeout_s: float = 5.0, code_tim
     if task.domain in ("math", "reasoning"):
         return score_math(text, task.reference, timeout_s=math_timeout_s)
     raise ValueError(f"unknown domain {task.domain!r} for task {task.id!r}")
+
+
+def build_test_program(task: Task, completion: str | None) -> str:
+    """The program to run for a LiveCodeBench task: ``CANDIDATE_SOURCE = <code>`` (markdown
+    fences stripped from ``completion``) followed by the task's harness (``task.tests``)."""
+    if task.tests is None:
+        raise ValueError(f"task {task.id!r} has no tests")
+    code = strip_code_fences(completion or "")
+    return f"CANDIDATE_SOURCE = {code!r}\n" + task.tests
+

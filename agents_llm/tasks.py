@@ -1,6 +1,6 @@
 """Task loaders for the real LLM teams: HumanEval (offline) and a documented JSONL format.
 
-Every loader returns ``list[topo_env.tasks.Task]``. :func:`split_tasks` makes the
+Every loader returns ``list[topo_env.engine.tasks.Task]``. :func:`split_tasks` makes the
 deterministic train / held-out split (the paper, Appendix C, trains on 15 items per domain).
 
 JSONL schema (:func:`load_jsonl`, :func:`save_jsonl`)
@@ -52,7 +52,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from topo_env.tasks import DIFFICULTY_BUCKETS, DOMAINS, Task, difficulty_bucket
+from topo_env.engine.tasks import DIFFICULTY_BUCKETS, DOMAINS, Task, difficulty_bucket
 
 __all__ = [
     "load_humaneval",

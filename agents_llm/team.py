@@ -1,4 +1,4 @@
-"""Real LLM teams behind the env's :class:`topo_env.backend.TeamBackend` interface.
+"""Real LLM teams behind the env's :class:`topo_env.engine.team_backend.TeamBackend` interface.
 
 Every agent call becomes one chat completion on an OpenAI-compatible server
 (:class:`agents_llm.client.LLMClient`: concurrent within a layer, retried, cached, token counts
@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,11 +24,14 @@ from agents_llm.client import LLMClient
 from agents_llm.prompts import agent_messages, decision_messages, parse_reply
 from agents_llm.scoring import build_program, score
 from agents_llm.tasks import load_humaneval, load_jsonl, split_tasks
-from topo_env.backend import AgentCall, AgentReply, Decision, Message, Verdict
-from topo_env.backends import LLMSettings
-from topo_env.config import ConfigError, EnvConfig
-from topo_env.roles import default_personas
-from topo_env.tasks import Task
+from topo_env.engine.team_backend import AgentCall, AgentReply, Decision, Message, Verdict
+from agents_llm.config import LLMSettings
+from topo_env.engine.config_checks import ConfigError
+from topo_env.engine.roles import default_personas
+from topo_env.engine.tasks import Task
+
+if TYPE_CHECKING:
+    from topo_env.frontends.env_config import EnvConfig
 
 _PHASES = {"solo": 0, "draft": 1, "revise": 2}
 _DOCTEST = re.compile(r"^\s*>>>\s*(.+)\n\s*([^\n>].*)$", re.MULTILINE)
@@ -82,9 +86,9 @@ class LLMTeamBackend:
 
     @classmethod
     def from_config(cls, config: EnvConfig) -> "LLMTeamBackend":
-        """The team ``config.backend`` (an :class:`~topo_env.backends.LLMBackendConfig`) describes:
+        """The team ``config.backend`` (an :class:`~agents_llm.config.LLMBackendConfig`) describes:
         its dataset's ``config.domain`` tasks, ``train_size`` of them for training (at least one
-        held out). The ``"llm"`` factory of :mod:`topo_env.backends`."""
+        held out). The ``"llm"`` factory of :mod:`topo_env.engine.backend_registry`."""
         backend = config.backend
         tasks = load_humaneval() if backend.dataset == "humaneval" else load_jsonl(backend.dataset, config.domain)
         tasks = [t for t in tasks if t.domain == config.domain]

@@ -15,7 +15,8 @@ import time
 import numpy as np
 
 import topo_env
-from topo_env.sim.batch import BatchRoundSpec, BatchSimulator
+from topo_env.sim.batch import BatchRoundSpec
+from topo_env.frontends.comm_batch import CommBatchSimulator
 from topo_env.sim.profiles import get_profile
 
 
@@ -57,7 +58,7 @@ def bench_orchestrator(episodes: int, profile: str, rounds: int) -> float:
 
 
 def bench_batch_specs(batch: int, profile: str, rounds: int) -> float:
-    sim = BatchSimulator(get_profile(profile), 3, rounds)
+    sim = CommBatchSimulator(get_profile(profile), 3, rounds)
     rng = np.random.default_rng(0)
     tasks, noise = sim.sample(rng, batch)
     specs = []
@@ -71,7 +72,7 @@ def bench_batch_specs(batch: int, profile: str, rounds: int) -> float:
 
 
 def bench_batch(batch: int, profile: str, rounds: int) -> float:
-    sim = BatchSimulator(get_profile(profile), 3, rounds)
+    sim = CommBatchSimulator(get_profile(profile), 3, rounds)
     rng = np.random.default_rng(0)
     tasks, noise = sim.sample(rng, batch)
     actions = rng.integers(6, size=(batch, rounds, 3))

@@ -25,8 +25,8 @@ import topo_env  # noqa: E402
 from fake_openai_server import FakeOpenAIServer  # noqa: E402
 from learners.evaluation import evaluate  # noqa: E402
 from learners.inflight import sibling_envs  # noqa: E402
-from topo_env.baselines import BASELINES, make_baseline  # noqa: E402
-from topo_env.cli import format_table  # noqa: E402
+from topo_env.references.baselines import BASELINES, make_baseline  # noqa: E402
+from topo_env.engine.cli import format_table  # noqa: E402
 
 
 def main() -> None:

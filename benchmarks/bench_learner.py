@@ -30,8 +30,8 @@ from learners.buffer import EpisodeReplayBuffer
 from learners.config import load_experiment
 from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner
-from topo_env.actions import N_ACTIONS
-from topo_env.env import TopologyParallelEnv
+from topo_env.frontends.comm_actions import N_ACTIONS
+from topo_env.frontends.parallel_env import TopologyParallelEnv
 
 
 def matmul_gflops(device: torch.device, repeats: int = 2000) -> float:

@@ -75,7 +75,7 @@ from controllers.base import (Controller, FitReport, config_choice, config_flag,
                               config_number, graph_action, play_episode, train_seed)
 from controllers.topology_language import (NODE_CAPS, CheckResult, build_prompt, check_plan, graph_term,
                                            plan_to_yaml)
-from topo_env.roles import ROLE_KINDS
+from topo_env.engine.roles import ROLE_KINDS
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The one interface every topology controller implements, and the loop that plays it.
 
-A controller drives the orchestrator env (:mod:`topo_env.orchestrator`): in ``mode="graph"`` it
+A controller drives the orchestrator env (:mod:`topo_env.frontends.orchestrator_env`): in ``mode="graph"`` it
 returns a whole round per step (``{"adjacency", "active", "verify", "halt"}``, ``adjacency[u, v] = 1``
 sends u's output to v), in ``mode="next_agent"`` the next agent to speak (``N`` = stop). It sees
 the env's observations and infos, nothing else (no env attributes): what it needs beyond them is a

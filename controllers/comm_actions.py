@@ -1,11 +1,11 @@
 """Per-agent CommAction policies (QMIX, the fixed baselines) as controllers of the orchestrator env.
 
-A :class:`topo_env.baselines.Policy` chooses one of the six CommActions per agent from the
+A :class:`topo_env.references.baselines.Policy` chooses one of the six CommActions per agent from the
 PettingZoo env's per-agent observations. :class:`CommActionController` rebuilds exactly those
 observations from the orchestrator's view (:meth:`ObservationBuilder.agent_observations`, with the
 round and the joint action it chose last), resolves the targets of ``selective_query`` /
 ``debate_check`` from the agents' last answers and confidences (``info["outputs"]``, the rule of
-the env config) and sends the round the joint action makes (:func:`topo_env.env.comm_round_spec`:
+the env config) and sends the round the joint action makes (:func:`topo_env.frontends.parallel_env.comm_round_spec`:
 its graph, everyone active, ``execute_verify`` agents verified). So a policy plays the same
 episodes through either front-end: same seed, same task, noise, actions and reward (tested).
 """
@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 
 from controllers.base import Controller, graph_action
-from topo_env.actions import N_ACTIONS
-from topo_env.baselines import Policy, make_baseline
-from topo_env.config import EnvConfig
-from topo_env.encoders import make_encoder
-from topo_env.env import comm_round_spec
-from topo_env.observation import ObservationBuilder, answer_codes
-from topo_env.targets import choose_targets_one
+from topo_env.frontends.comm_actions import N_ACTIONS
+from topo_env.references.baselines import Policy, make_baseline
+from topo_env.frontends.env_config import EnvConfig
+from topo_env.frontends.encoders import make_encoder
+from topo_env.frontends.parallel_env import comm_round_spec
+from topo_env.frontends.observation import ObservationBuilder, answer_codes
+from topo_env.frontends.targets import choose_targets_one
 
 
 def observation_builder(config: EnvConfig) -> ObservationBuilder:
@@ -32,7 +32,7 @@ def observation_builder(config: EnvConfig) -> ObservationBuilder:
 
 
 class CommActionController(Controller):
-    """Plays a per-agent :class:`~topo_env.baselines.Policy` (``policy.act(observations, infos)`` ->
+    """Plays a per-agent :class:`~topo_env.references.baselines.Policy` (``policy.act(observations, infos)`` ->
     ``{"agent_i": action}``) as a graph-mode controller. ``seed`` seeds the per-episode seeds
     handed to ``policy.reset`` (the random baseline's draws)."""
 

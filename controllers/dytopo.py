@@ -62,7 +62,7 @@ import numpy as np
 
 from controllers.base import (Controller, config_flag, config_from_dict, config_integer, config_number,
                               graph_action)
-from topo_env.encoders import TaskEncoder, make_encoder
+from topo_env.frontends.encoders import TaskEncoder, make_encoder
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from topo_env.backends import LLMSettings
+from agents_llm.config import LLMSettings
 
 
 class ChatFunction:

@@ -12,7 +12,7 @@ Method, with the paper's place for each part:
 * State (Eq. 1, ``S_t`` and ``tau``): the task embedding ``obs["task"]``, the per-agent features
   ``obs["agents"]`` (role, persona, tokens, degrees, agreement, confidence, verdict, has run, was
   active), a hashed text embedding of the outputs so far (``info["outputs"]``' texts in agent order,
-  :class:`topo_env.encoders.HashedNgramEncoder`) and the step fraction ``t / phi``.
+  :class:`topo_env.frontends.encoders.HashedNgramEncoder`) and the step fraction ``t / phi``.
 * Policy: the released code's MLP (``MLP_PolicyNetwork``: 512-128-32, ReLU) with a softmax over
   the N + 1 actions.
 * Reward (Eq. 6): ``R_T = r - lambda C_T``, ``R_t = gamma R_{t+1} - lambda C_t`` with the step cost
@@ -77,7 +77,7 @@ from torch import nn
 
 from controllers.base import (Controller, FitReport, config_choice, config_from_dict, config_integer,
                               config_number, train_seed)
-from topo_env.encoders import make_encoder
+from topo_env.frontends.encoders import make_encoder
 
 logger = logging.getLogger(__name__)
 

@@ -26,8 +26,9 @@ import gymnasium
 
 from controllers.base import FitReport
 from controllers.comm_actions import CommActionController, observation_builder
-from topo_env.actions import N_ACTIONS
-from topo_env.config import ConfigError, EnvConfig
+from topo_env.frontends.comm_actions import N_ACTIONS
+from topo_env.frontends.env_config import EnvConfig
+from topo_env.engine.config_checks import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAIN_SCRIPT = REPO_ROOT / "train_qmix.py"

@@ -55,8 +55,8 @@ from typing import Any, Sequence
 import numpy as np
 import yaml
 
-from topo_env.engine import RoundSpec
-from topo_env.roles import ROLE_KINDS
+from topo_env.engine.episode import RoundSpec
+from topo_env.engine.roles import ROLE_KINDS
 
 NO_YAML, PARSE, SCHEMA, LOGIC = "no_yaml", "parse", "schema", "logic"
 ERROR_PENALTY: dict[str, float] = {NO_YAML: -2.0, PARSE: -1.5, SCHEMA: -1.0, LOGIC: -0.5}

@@ -25,9 +25,9 @@ import argparse
 
 import numpy as np
 
-from topo_env.baselines import open_loop_actions
-from topo_env.oracle import draw_episodes, draw_samples, score_sequences, sequence_index
-from topo_env.sim.batch import BatchSimulator
+from topo_env.references.baselines import open_loop_actions
+from topo_env.references.oracle import sample_episodes, draw_samples, score_sequences, sequence_index
+from topo_env.frontends.comm_batch import CommBatchSimulator
 from topo_env.sim.profiles import get_profile
 
 AGENTS, ROUNDS = 3, 2
@@ -36,7 +36,7 @@ AGENTS, ROUNDS = 3, 2
 def sequence_accuracy(profile: str, adversary: int | None, samples: int, seed: int) -> np.ndarray:
     """(6^(N*T),) accuracy of every open-loop sequence on ``samples`` episodes (the same tasks and
     noise for every adversary position)."""
-    sim = BatchSimulator(get_profile(profile), AGENTS, ROUNDS, w_acc=1.0, w_tok=0.0,
+    sim = CommBatchSimulator(get_profile(profile), AGENTS, ROUNDS, w_acc=1.0, w_tok=0.0,
                          adversarial_agents=() if adversary is None else (adversary,))
     tasks, noise = draw_samples(sim, samples, seed, "train")
     return score_sequences(sim, tasks, noise).sum(axis=1) / samples
@@ -45,8 +45,8 @@ def sequence_accuracy(profile: str, adversary: int | None, samples: int, seed: i
 def identification_rate(profile: str, samples: int, seed: int) -> float:
     """Share of episodes (one adversary at a random position, everyone solo in round 1) in which
     the odd one out (else the most confident agent) after round 1 is the adversary."""
-    sim = BatchSimulator(get_profile(profile), AGENTS, ROUNDS, adversary_position="random", n_adversaries=1)
-    tasks, noise, adversaries = draw_episodes(sim, samples, seed, "eval")
+    sim = CommBatchSimulator(get_profile(profile), AGENTS, ROUNDS, adversary_position="random", n_adversaries=1)
+    tasks, noise, adversaries = sample_episodes(sim, samples, seed, "eval")
     solo = np.zeros((samples, AGENTS), dtype=np.int64)
     state = sim.run_round(sim.initial_state(samples, adversaries), solo, tasks, noise)
     label, conf = state.previous.label, state.previous.conf
@@ -72,7 +72,7 @@ def main() -> None:
     drop = {name: 100 * (clean[k] - attacked[:, k].mean()) for name, k in (("fully_connected", full), ("all_solo", solo))}
     best_clean = 100 * clean.max()
     best_attacked = 100 * attacked.max(axis=1).mean()
-    # sequence index = first joint action * 6^N + second joint action (topo_env.oracle.sequence_actions)
+    # sequence index = first joint action * 6^N + second joint action (topo_env.references.oracle.sequence_actions)
     per_round = attacked.reshape(AGENTS, -1, 6 ** AGENTS)
     known_after_round_1 = 100 * per_round.max(axis=2).mean(axis=0).max()
     least_drop = 100 * (clean - attacked.mean(axis=0)).min()

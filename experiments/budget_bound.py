@@ -3,7 +3,7 @@
 The learner is given far more than QMIX: it reads each task's subject as a Bayes-optimal reader
 of the cue words would (``experiments.observable_headroom.map_reading``), it is told a short list
 of good candidate sequences up front (the best fixed sequence and every context-only reference
-policy, ``topo_env.headroom.select_references``), and it spreads its E episodes evenly over
+policy, ``topo_env.references.headroom.select_references``), and it spreads its E episodes evenly over
 (subject read, candidate) cells, then plays per subject the candidate with the best mean reward.
 What it earns on the held-out episodes, as a share of the headroom (adaptive - best fixed), bounds
 what a learner with E episodes can be expected to reach with this kind of data: its only
@@ -19,9 +19,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from experiments.observable_headroom import map_reading
-from topo_env.cli import profile_name
-from topo_env.headroom import hidden_context, play_policies, play_references, select_references
-from topo_env.oracle import draw_episodes
+from topo_env.engine.cli import profile_name
+from topo_env.references.headroom import hidden_context, play_policies, play_references, select_references
+from topo_env.references.oracle import sample_episodes
 from topo_env.sim.batch import BatchSimulator
 from topo_env.sim.profiles import get_profile
 
@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     profile = get_profile(args.profile)
     sim = BatchSimulator(profile, 3, 2)
     refs, _ = select_references(sim, seed=0, progress=False)
-    held = draw_episodes(sim, args.held_out, 0, "eval")
+    held = sample_episodes(sim, args.held_out, 0, "eval")
     played = play_references(sim, refs, *held)
     fixed, adaptive = played["best_fixed"].reward, played["adaptive"].reward
     headroom = adaptive.mean() - fixed.mean()
@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arms = np.unique(np.concatenate([refs.context_only, fixed_policy]), axis=0)
     if args.library:
         from learners.runner import topology_library
-        from topo_env.oracle import joint_actions
+        from topo_env.references.oracle import joint_actions
         table = joint_actions(3)
         rows = [int(np.flatnonzero((table == joint).all(axis=1))[0]) for joint in topology_library(3, sim.roles)]
         arms = np.array([[a] + [b] * 5 for a in rows for b in rows], dtype=np.int64)

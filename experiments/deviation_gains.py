@@ -30,11 +30,11 @@ import numpy as np
 
 from learners.config import load_experiment
 from learners.schedules import epsilon_at
-from topo_env.actions import ACTION_NAMES, N_ACTIONS
-from topo_env.baselines import FIXED_BASELINES, open_loop_actions
-from topo_env.cli import format_table
-from topo_env.oracle import draw_samples
-from topo_env.sim.batch import BatchSimulator
+from topo_env.frontends.comm_actions import ACTION_NAMES, N_ACTIONS
+from topo_env.references.baselines import FIXED_BASELINES, open_loop_actions
+from topo_env.engine.cli import format_table
+from topo_env.references.oracle import draw_samples
+from topo_env.frontends.comm_batch import CommBatchSimulator
 from topo_env.sim.profiles import PROFILES, get_profile
 
 
@@ -48,7 +48,7 @@ def deviation_gains(profile: str, base: str = "solo", rounds: int = 2, n_agents:
     """(base mean reward, base per-episode reward std, one row per deviation sorted by gain):
     each row has ``round``, ``agent``, ``action``, ``gain`` (mean reward minus the base's, same
     episodes), ``paired_se`` and ``episodes_needed`` (unpaired, two standard errors)."""
-    sim = BatchSimulator(get_profile(profile), n_agents, rounds, adversarial_agents=adversarial)
+    sim = CommBatchSimulator(get_profile(profile), n_agents, rounds, adversarial_agents=adversarial)
     tasks, noise = draw_samples(sim, samples, seed, "eval")
     base_actions = open_loop_actions(base, n_agents, rounds, sim.roles)
     base_reward = sim.run(base_actions, tasks, noise).reward
@@ -77,7 +77,7 @@ def team_sequence_gaps(profile: str, rounds: int = 2, n_agents: int = 3, samples
     same episodes. Each row has ``sequence`` (round actions joined by " / "), ``reward``, ``gap``
     (the best's mean reward minus this one's, same episodes), ``paired_se`` and
     ``episodes_needed`` (unpaired, two standard errors, with the best's spread)."""
-    sim = BatchSimulator(get_profile(profile), n_agents, rounds, adversarial_agents=adversarial)
+    sim = CommBatchSimulator(get_profile(profile), n_agents, rounds, adversarial_agents=adversarial)
     tasks, noise = draw_samples(sim, samples, seed, "eval")
     scored = [(sequence, sim.run(np.repeat(np.array(sequence)[:, None], n_agents, axis=1), tasks, noise).reward)
               for sequence in itertools.product(range(N_ACTIONS), repeat=rounds)]

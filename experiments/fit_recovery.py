@@ -5,13 +5,13 @@ the agents' abilities and verbosities, every subject's offset moved and the
 verifiabilities reshuffled among the subjects, conformity (w_peer, tau), recognition and trap pull
 (rho, rho_v, theta, theta_v, trap_base), confidence, drift and token costs rescaled. Per team and
 seed, traces are recorded the way the sim-to-real route records a real team
-(:func:`topo_env.sim.explore.record_exploration`: uniform random joint actions, the domain's rounds)
+(:func:`topo_env.fitting.explore.record_exploration`: uniform random joint actions, the domain's rounds)
 or, for the reasoning teams, with the probe protocol (:class:`agents_llm.probe.Prober` against the
-simulated team), then fitted from the built-in profile (:func:`topo_env.sim.fit.fit_records`) and
+simulated team), then fitted from the built-in profile (:func:`topo_env.fitting.fit.fit_records`) and
 checked against the truth:
 
 * every estimated parameter (status fitted, at bound or not identified) within 3 standard errors
-  of the truth in the fit's terms (:func:`topo_env.sim.fit_report.truth_values`) or within its
+  of the truth in the fit's terms (:func:`topo_env.fitting.fit_report.truth_values`) or within its
   tolerance (:func:`tolerance`);
 * the fitted team's accuracy, tokens and reward on solo, full, star and debate within 2 standard
   errors of the true team's, on the traces' tasks (the SE combines the fitted team's, with the fit's
@@ -37,12 +37,12 @@ from pathlib import Path
 import numpy as np
 
 from experiments.transfer import record_traces
-from topo_env.config import EnvConfig
-from topo_env.sim.fit import fit_records, load_traces, write_profile
-from topo_env.sim.fit_check import TOPOLOGIES, predictive_check, topology_figures, trace_tasks
-from topo_env.sim.fit_report import ESTIMATED, FITTED, truth_values
+from topo_env.frontends.env_config import EnvConfig
+from topo_env.fitting.fit import fit_records, load_traces, write_profile
+from topo_env.fitting.fit_check import TOPOLOGIES, predictive_check, topology_figures, trace_tasks
+from topo_env.fitting.fit_report import ESTIMATED, FITTED, truth_values
 from topo_env.sim.profiles import get_profile
-from topo_env.tasks import DEFAULT_ROUNDS
+from topo_env.engine.tasks import DEFAULT_ROUNDS
 
 TEAMS: dict[str, int] = {"mmlu_pro": 1, "mmlu_pro_mixed": 2, "humaneval": 3, "livecodebench": 4, "aime25": 5}
 PROBE_TEAMS = ("mmlu_pro", "mmlu_pro_mixed")  # the probe's answer formats need letter choices (reasoning)
@@ -112,7 +112,7 @@ def probe(truth, path: Path, tasks: int, seed: int) -> int:
     first ``tasks`` train tasks of its task set; traces appended to ``path``. Returns the episodes."""
     from agents_llm.probe import ProbeOptions, Prober
     from topo_env.sim.team import SimTeamBackend
-    from topo_env.traces import append_trace
+    from topo_env.engine.traces import append_trace
 
     roles = env_config(truth).roles
     team = SimTeamBackend(truth, roles=roles)
@@ -270,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"    {t:<7} reward fitted {fmt(x['fitted'])}  true {fmt(x['truth'])}  z {fmt(x['z'])}  "
                   f"outside 2 SE in {x['outside_2se']} of {len(r['seeds'])} seeds")
     if calls:
-        from topo_env.cli import format_table
+        from topo_env.engine.cli import format_table
 
         print("calls a fit needs per parameter group (3 agents, 2 rounds, uniform random exploration):")
         print(format_table(calls, tuple(calls[0])))

@@ -1,9 +1,9 @@
 """What adapting earns when the context comes from reading the task text, not from hidden variables.
 
-The headroom reference (``python -m topo_env.oracle --headroom``) knows each task's true subject
+The headroom reference (``python -m topo_env.references.oracle --headroom``) knows each task's true subject
 and difficulty bucket. A learned controller sees only the task text, whose cue words name the
 subject and the bucket with the profile's fidelities (``topo_env/sim/tasks.py``). This study runs
-the same search (:func:`topo_env.headroom.measure_headroom`) with the context a Bayes-optimal reader
+the same search (:func:`topo_env.references.headroom.measure_headroom`) with the context a Bayes-optimal reader
 of those cue words would infer (MAP subject, MAP bucket, and the adversary mask as before), so it
 is an estimate of what a learner reading the text can reach at best with this policy class.
 
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from topo_env.cli import profile_name
-from topo_env.headroom import format_headroom, hidden_context, measure_headroom
+from topo_env.engine.cli import profile_name
+from topo_env.references.headroom import format_headroom, hidden_context, measure_headroom
 from topo_env.sim.batch import TaskArrays
 from topo_env.sim.profiles import get_profile
 

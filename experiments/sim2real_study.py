@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from experiments.fit_recovery import perturb
-from topo_env.cli import format_table
-from topo_env.sim.fit import write_profile
-from topo_env.sim.fit_report import truth_values
+from topo_env.engine.cli import format_table
+from topo_env.fitting.fit import write_profile
+from topo_env.fitting.fit_report import truth_values
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,7 +3,7 @@
 Issue 27, section 3, on the simulated team (no LLM is called):
 
 1. traces of the simulated MMLU-Pro team playing random joint actions on a pool of tasks (as a probe
-   of a real team would record them) are fitted by ``topo_env.sim.fit``: ``OUT/fitted.yaml``;
+   of a real team would record them) are fitted by ``topo_env.fitting.fit``: ``OUT/fitted.yaml``;
 2. a perturbed copy stands in for the real team the fit was meant to describe (``OUT/real.yaml``:
    ability -0.2 logits, the pull of a shown trap x 1.3, every subject's offset and verifiability
    moved by N(0, 0.3));
@@ -29,8 +29,8 @@ import numpy as np
 
 import topo_env
 from learners.seeds import mean_and_se
-from topo_env.sim.explore import record_exploration
-from topo_env.sim.fit import fit, load_traces, write_profile
+from topo_env.fitting.explore import record_exploration
+from topo_env.fitting.fit import fit, load_traces, write_profile
 from topo_env.sim.profiles import get_profile, with_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def record_traces(path: Path, profile: str, episodes: int, seed: int, pool: int | None, rounds: int = 2) -> dict:
     """Episodes of uniform random joint actions on a pool of ``pool`` train tasks (None: the recorder's
     default) by the simulated team of ``profile``, recorded by
-    :func:`topo_env.sim.explore.record_exploration`, the sim-to-real route's recorder."""
+    :func:`topo_env.fitting.explore.record_exploration`, the sim-to-real route's recorder."""
     env = topo_env.parallel_env(profile=profile, rounds=rounds)
     try:
         return record_exploration(env, path, episodes, seed, pool)

@@ -1,6 +1,6 @@
 """Rolling out B episodes at once on the simulated team: the batched :class:`learners.runner.EpisodeRunner`.
 
-:class:`BatchEpisodeRunner` plays B episodes of a :class:`~topo_env.vector_env.SimVectorEnv` with
+:class:`BatchEpisodeRunner` plays B episodes of a :class:`~topo_env.frontends.vector_env.SimVectorEnv` with
 the agent network: one forward pass per round for all of them, actions chosen by
 :func:`~learners.runner.select_actions_batch`. Episode b of ``run(seeds, ...)`` is the PettingZoo
 env's episode ``seeds[b]`` (same task, noise, adversaries; the same outcome for the same actions),
@@ -23,8 +23,8 @@ import torch
 
 from learners.agent_network import AgentQNetwork
 from learners.runner import EpisodeStats, select_actions_batch, topology_library
-from topo_env.baselines import episode_calls
-from topo_env.vector_env import SimVectorEnv
+from topo_env.references.baselines import episode_calls
+from topo_env.frontends.vector_env import SimVectorEnv
 
 
 @dataclass

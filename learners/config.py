@@ -1,8 +1,8 @@
 """Typed, validated configuration of a QMIX run: ``env:``, ``learner:`` and ``train:`` sections
 of one YAML file, with ``--set section.key=value`` overrides.
 
-Where each key is documented: ``env`` in :class:`topo_env.config.EnvConfig` (its ``backend``
-keys in :mod:`topo_env.backends`), ``learner`` in :class:`LearnerConfig`, ``train`` in
+Where each key is documented: ``env`` in :class:`topo_env.frontends.env_config.EnvConfig` (its ``backend``
+keys in :mod:`topo_env.engine.backend_registry`), ``learner`` in :class:`LearnerConfig`, ``train`` in
 :class:`TrainConfig`."""
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from typing import Any
 
 
 from learners.mixer import MIXERS
-from topo_env.cli import apply_set, parse_set
-from topo_env.config import ConfigError, EnvConfig, load_yaml
-from topo_env.seeding import TEACHER_SEED_OFFSET
+from topo_env.engine.cli import apply_set, parse_set
+from topo_env.frontends.env_config import EnvConfig
+from topo_env.engine.config_checks import ConfigError, check_int, check_number, load_yaml
+from topo_env.engine.seeding import TEACHER_SEED_OFFSET
 
 SECTIONS = ("env", "learner", "train")
 
@@ -74,7 +75,7 @@ class LearnerConfig:
             variance for M cheap simulator replays. 0: TD / Monte-Carlo targets of one episode.
         privileged_state: (simulated team, batched training only) the mixer's state also holds
             what the simulator knows and a real team does not (subject, difficulty, hidden latent,
-            adversaries, blind spots; ``topo_env.vector_env.SimVectorEnv.privileged``): the
+            adversaries, blind spots; ``topo_env.frontends.vector_env.SimVectorEnv.privileged``): the
             mixer can explain the outcome's task-level variance, so less of it reaches the agent
             networks. The agent networks, i.e. the executed policy, still read observations only.
         teacher_episodes: (simulated team, batched training, N = 3, T <= 2) before TD learning, the
@@ -138,35 +139,35 @@ class LearnerConfig:
     def __post_init__(self) -> None:
         for key in ("hidden_dim", "gnn_layers", "mixer_embed_dim", "hypernet_dim", "batch_size", "buffer_size",
                     "target_update_interval", "updates_per_episode", "episodes_per_update", "torch_threads"):
-            _check_int(self, key, 1)
-        _check_int(self, "replicas", 0)
-        _check_int(self, "teacher_episodes", 0)
-        _check_int(self, "mixer_warmup", 0)
+            check_int(self, key, 1, prefix=_section(self))
+        check_int(self, "replicas", 0, prefix=_section(self))
+        check_int(self, "teacher_episodes", 0, prefix=_section(self))
+        check_int(self, "mixer_warmup", 0, prefix=_section(self))
         for key in ("teacher_epochs", "teacher_batch_size"):
-            _check_int(self, key, 1)
-        _check_float(self, "teacher_lr", lo=0.0, lo_open=True)
-        _check_float(self, "teacher_temperature", lo=0.0, lo_open=True)
-        _check_float(self, "lr", lo=0.0, lo_open=True)
-        _check_float(self, "gamma", lo=0.0, hi=1.0)
-        _check_float(self, "grad_clip", lo=0.0, lo_open=True)
-        _check_float(self, "tau", lo=0.0, hi=1.0, lo_open=True)
-        _check_float(self, "td_lambda", lo=0.0, hi=1.0)
-        _check_float(self, "eps_start", lo=0.0, hi=1.0)
-        _check_float(self, "eps_end", lo=0.0, hi=1.0)
-        _check_float(self, "team_explore", lo=0.0, hi=1.0)
-        _check_float(self, "deviation_explore", lo=0.0, hi=1.0)
-        _check_float(self, "deviation_rank_decay", lo=0.0, hi=1.0, lo_open=True)
-        _check_float(self, "topology_explore", lo=0.0, hi=1.0)
+            check_int(self, key, 1, prefix=_section(self))
+        check_number(self, "teacher_lr", 0.0, open_low=True, prefix=_section(self))
+        check_number(self, "teacher_temperature", 0.0, open_low=True, prefix=_section(self))
+        check_number(self, "lr", 0.0, open_low=True, prefix=_section(self))
+        check_number(self, "gamma", 0.0, high=1.0, prefix=_section(self))
+        check_number(self, "grad_clip", 0.0, open_low=True, prefix=_section(self))
+        check_number(self, "tau", 0.0, high=1.0, open_low=True, prefix=_section(self))
+        check_number(self, "td_lambda", 0.0, high=1.0, prefix=_section(self))
+        check_number(self, "eps_start", 0.0, high=1.0, prefix=_section(self))
+        check_number(self, "eps_end", 0.0, high=1.0, prefix=_section(self))
+        check_number(self, "team_explore", 0.0, high=1.0, prefix=_section(self))
+        check_number(self, "deviation_explore", 0.0, high=1.0, prefix=_section(self))
+        check_number(self, "deviation_rank_decay", 0.0, high=1.0, open_low=True, prefix=_section(self))
+        check_number(self, "topology_explore", 0.0, high=1.0, prefix=_section(self))
         if self.team_explore + self.deviation_explore + self.topology_explore > 1.0 + 1e-9:
             raise ConfigError(f"learner.team_explore={self.team_explore!r} + learner.deviation_explore="
                               f"{self.deviation_explore!r} + learner.topology_explore={self.topology_explore!r}: the "
                               "shares of exploration must sum to at most 1")
         if self.eps_anneal_episodes is not None:
-            _check_int(self, "eps_anneal_episodes", 1)
+            check_int(self, "eps_anneal_episodes", 1, prefix=_section(self))
         if self.lr_end is not None:
-            _check_float(self, "lr_end", lo=0.0)
+            check_number(self, "lr_end", 0.0, prefix=_section(self))
         if self.lr_anneal_episodes is not None:
-            _check_int(self, "lr_anneal_episodes", 1)
+            check_int(self, "lr_anneal_episodes", 1, prefix=_section(self))
         if self.target_update not in ("hard", "soft"):
             raise ConfigError(f"learner.target_update={self.target_update!r}: must be 'hard' or 'soft'")
         if self.mixer not in MIXERS:
@@ -230,7 +231,7 @@ class TrainConfig:
         references: with the simulated team (N = 3, T <= 2), also score the headroom references
             on the held-out episodes: ``best_fixed`` (the best fixed joint-action sequence) and
             ``adaptive`` (the privileged reference), and report ``eval.headroom_share`` = (qmix -
-            best_fixed) / (adaptive - best_fixed) (:mod:`topo_env.headroom`; selected once per
+            best_fixed) / (adaptive - best_fixed) (:mod:`topo_env.references.headroom`; selected once per
             team and cached on disk, about 90 s the first time).
         save_buffer: put the replay buffer in checkpoints (needed for an exact resume).
         token_budget: stop training cleanly, with a checkpoint, once the team has spent this
@@ -300,10 +301,10 @@ class TrainConfig:
         object.__setattr__(self, "ray", RayConfig.parse(self.ray))
         for key in ("episodes", "eval_episodes", "checkpoint_every", "log_every", "validate_episodes",
                     "episodes_in_flight", "curve_episodes", "sync_every"):
-            _check_int(self, key, 1)
+            check_int(self, key, 1, prefix=_section(self))
         for key in ("seed", "warmup_episodes", "token_budget", "call_budget", "validate_every", "curve_every",
                     "sim_batch"):
-            _check_int(self, key, 0)
+            check_int(self, key, 0, prefix=_section(self))
         for key in ("save_buffer", "references"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"train.{key}={getattr(self, key)!r}: must be true or false")
@@ -383,7 +384,7 @@ DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml
 
 def load_experiment(path: str | Path | None, overrides: list[str] = ()) -> ExperimentConfig:
     """Read a YAML config (None: all defaults), apply ``--set`` overrides (``section.key=value``,
-    nested keys as ``env.backend.base_url=...``; see :func:`topo_env.cli.parse_set`), validate."""
+    nested keys as ``env.backend.base_url=...``; see :func:`topo_env.engine.cli.parse_set`), validate."""
     data = {} if path is None else load_yaml(path)
     data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
     for text in overrides:
@@ -392,24 +393,6 @@ def load_experiment(path: str | Path | None, overrides: list[str] = ()) -> Exper
             raise ConfigError(f"config section {keys[0]!r} must be a mapping")
         apply_set(data, keys, value)
     return ExperimentConfig.from_dict(data)
-
-
-def _check_int(cfg: Any, key: str, minimum: int) -> None:
-    v = getattr(cfg, key)
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < minimum:
-        raise ConfigError(f"{_section(cfg)}.{key}={v!r}: must be an integer >= {minimum}")
-    object.__setattr__(cfg, key, int(v))
-
-
-def _check_float(cfg: Any, key: str, lo: float, hi: float | None = None, lo_open: bool = False) -> None:
-    v = getattr(cfg, key)
-    ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and v == v
-    if ok:
-        ok = (v > lo if lo_open else v >= lo) and (hi is None or v <= hi)
-    if not ok:
-        bound = f"{'>' if lo_open else '>='} {lo}" + (f" and <= {hi}" if hi is not None else "")
-        raise ConfigError(f"{_section(cfg)}.{key}={v!r}: must be a number {bound}")
-    object.__setattr__(cfg, key, float(v))
 
 
 def _section(cfg: Any) -> str:

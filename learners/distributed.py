@@ -11,7 +11,7 @@ machine.
 * Episodes are dealt in batches of K consecutive indices; batch b goes to worker ``b % W`` and is
   launched once batch ``b - W`` has been handed back and the consumer has returned to the loop
   (so at most W x K episodes are in flight, and worker ``b % W`` is then free).
-* Episode j's task, noise and exploration are functions of j alone (:mod:`topo_env.seeding`, the
+* Episode j's task, noise and exploration are functions of j alone (:mod:`topo_env.engine.seeding`, the
   same arguments as ``train_qmix.py``'s ``launch``): a Ray run plays the single-process run's
   episodes.
 * The weights: every ``train.sync_every`` committed episodes the driver snapshots the learner's
@@ -44,11 +44,11 @@ from learners.config import ExperimentConfig
 from learners.inflight import EpisodesInFlight, sibling_envs
 from learners.runner import EpisodeRunner
 from learners.schedules import epsilon_at
-from topo_env.actions import N_ACTIONS
-from topo_env.cli import RunError
-from topo_env.config import ConfigError
-from topo_env.env import TopologyParallelEnv
-from topo_env.seeding import EXPLORATION_STREAM, episode_rng, training_env_seed
+from topo_env.frontends.comm_actions import N_ACTIONS
+from topo_env.engine.cli import RunError
+from topo_env.engine.config_checks import ConfigError
+from topo_env.frontends.parallel_env import TopologyParallelEnv
+from topo_env.engine.seeding import EXPLORATION_STREAM, episode_rng, training_env_seed
 
 MAX_RESTARTS = 5
 """Restarts Ray makes of one worker (and re-runs the driver makes of one batch) before the run stops."""

@@ -1,7 +1,7 @@
 """Held-out evaluation shared by train_qmix.py (results.json) and robustness.py (robustness.json).
 
 Every policy, learned or fixed, is scored by the same loop
-(:func:`topo_env.baselines.evaluate_policy`, through the PettingZoo API) on the same seeded
+(:func:`topo_env.references.baselines.evaluate_policy`, through the PettingZoo API) on the same seeded
 episodes, and summarised by the same function (:func:`evaluate`), so that every policy's
 entry has the same keys:
 
@@ -40,14 +40,15 @@ from learners.batch_runner import BatchEpisodeRunner
 from learners.config import ExperimentConfig, load_experiment
 from learners.inflight import EpisodesInFlight
 from learners.runner import select_actions
-from topo_env.actions import ACTION_NAMES, N_ACTIONS
-from topo_env.baselines import (
+from topo_env.frontends.comm_actions import ACTION_NAMES, N_ACTIONS
+from topo_env.references.baselines import (
     BASELINES, FIXED_BASELINES, EpisodeFigures, Policy, agent_index, check_evaluation, episode_calls, evaluate_policy,
-    make_baseline, open_loop_actions, play_episode, policy_figures, random_joint_actions, step_calls,
+    make_baseline, open_loop_actions, play_episode, policy_figures, random_joint_actions,
 )
-from topo_env.config import ConfigError, nest_legacy_backend
-from topo_env.seeding import EVAL_SEED_OFFSET, policy_rng
-from topo_env.vector_env import SimVectorEnv
+from topo_env.frontends.env_config import nest_legacy_backend
+from topo_env.engine.config_checks import ConfigError
+from topo_env.engine.seeding import EVAL_SEED_OFFSET, policy_rng
+from topo_env.frontends.vector_env import SimVectorEnv
 
 
 
@@ -69,7 +70,7 @@ class EpisodeTrace(NamedTuple):
 
 class TraceRecorder(BaseParallelWrapper):
     """A pass-through wrapper that appends an :class:`EpisodeTrace` to ``traces`` whenever an
-    episode of the wrapped :class:`~topo_env.env.TopologyParallelEnv` ends (attributes such as
+    episode of the wrapped :class:`~topo_env.frontends.parallel_env.TopologyParallelEnv` ends (attributes such as
     ``config``, ``adjacency`` or ``round`` are read from the wrapped env)."""
 
     def __init__(self, env):
@@ -146,8 +147,8 @@ def evaluate_batched(env, policy: QMIXPolicy, episodes: int, seed: int, split: s
                      progress: bool = True) -> list[tuple[EpisodeFigures, EpisodeTrace]]:
     """The greedy policy's episodes ``seed + k`` (k < ``episodes``) on ``env``'s simulated team,
     :data:`BATCH_EPISODES` at a time through the batch simulator
-    (:class:`~topo_env.vector_env.SimVectorEnv`, one network call per round for all of them); in
-    episode order, each as :func:`~topo_env.baselines.play_episode` and :func:`trace_of` give it
+    (:class:`~topo_env.frontends.vector_env.SimVectorEnv`, one network call per round for all of them); in
+    episode order, each as :func:`~topo_env.references.baselines.play_episode` and :func:`trace_of` give it
     on the PettingZoo env (the same episodes, actions and figures)."""
     env = env.unwrapped
     runner = BatchEpisodeRunner(SimVectorEnv(env.config, encoder=env.encoder), policy.agent, policy.device)
@@ -210,7 +211,7 @@ def evaluate(env, policy: Policy, episodes: int, seed: int, split: str = "eval",
              watch: Sequence[Sequence[int]] | None = None,
              siblings: Sequence[Any] = ()) -> tuple[dict[str, Any], list[EpisodeTrace]]:
     """Score ``policy`` on ``episodes`` episodes of ``env`` (episode k: env seed ``seed + k``)
-    with :func:`~topo_env.baselines.evaluate_policy`; returns its figures merged with
+    with :func:`~topo_env.references.baselines.evaluate_policy`; returns its figures merged with
     :func:`summarize_traces` of the same episodes, and the episodes' traces.
 
     ``siblings``: more envs of ``env``'s config (:func:`learners.inflight.sibling_envs`) to keep
@@ -337,7 +338,7 @@ def references_apply(cfg: ExperimentConfig) -> bool:
 
 
 def batch_figures(result: Any) -> dict[str, Any]:
-    """The figures :func:`topo_env.baselines.policy_figures` gives, of a
+    """The figures :func:`topo_env.references.baselines.policy_figures` gives, of a
     :class:`~topo_env.sim.batch.BatchResult` (episodes played by the batch simulator)."""
     calls = result.calls.sum(axis=(1, 2)) + episode_calls(0)
     return {"reward": float(result.reward.mean()), "reward_std": float(result.reward.std()),
@@ -350,17 +351,17 @@ def batch_figures(result: Any) -> dict[str, Any]:
 def score_on_simulator(env, episodes: int, seed: int, progress: bool = True,
                        references: bool = True) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarray]]:
     """The fixed baselines, the random policy and (``references``; N = 3, T <= 2) the headroom
-    references (:mod:`topo_env.headroom`: ``best_fixed``, ``context_only``, ``adaptive``) played by
+    references (:mod:`topo_env.references.headroom`: ``best_fixed``, ``context_only``, ``adaptive``) played by
     the batch simulator on ``env``'s held-out episodes ``seed + k`` (k < ``episodes``): the tasks and
     noise every env evaluation meets (common random numbers), at a fraction of the env's cost.
     ``env``: an env with the simulated team. Returns each policy's figures (:func:`batch_figures`)
     and its per-episode rewards."""
-    from topo_env.headroom import cached_references, play_references
+    from topo_env.references.headroom import cached_references, play_references
 
     config = env.unwrapped.config
     venv = SimVectorEnv(config, encoder=env.unwrapped.encoder)
     seeds = range(int(seed), int(seed) + int(episodes))
-    drawn, _ = venv.draw_episodes(seeds, "eval")
+    drawn, _ = venv.sample_episodes(seeds, "eval")
     sim, arrays = venv.sim, (drawn.tasks, drawn.noise, drawn.adversaries)
     played = {name: sim.run(open_loop_actions(name, config.n_agents, config.rounds, config.roles), *arrays)
               for name in FIXED_BASELINES}

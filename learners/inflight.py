@@ -2,7 +2,7 @@
 
 With an LLM team the server is the bottleneck: one episode keeps at most one layer's calls
 (about 3) in flight. :class:`EpisodesInFlight` plays up to K episodes at once on K sibling envs
-(:meth:`topo_env.env.TopologyParallelEnv.sibling`: one backend each, one shared LLM client and
+(:meth:`topo_env.frontends.parallel_env.TopologyParallelEnv.sibling`: one backend each, one shared LLM client and
 ``max_concurrency``), as ``asyncio`` tasks on one event loop, and hands finished episodes back
 **in index order** whatever order they complete in:
 
@@ -28,8 +28,8 @@ import asyncio
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import Any
 
-from topo_env.engine import run_to_end
-from topo_env.env import TopologyParallelEnv
+from topo_env.engine.episode import run_to_end
+from topo_env.frontends.parallel_env import TopologyParallelEnv
 
 
 def sibling_envs(env: TopologyParallelEnv, k: int) -> list[TopologyParallelEnv]:

@@ -9,9 +9,9 @@ import torch
 
 from learners.agent_network import AgentQNetwork
 from learners.buffer import EpisodeRecord
-from topo_env.baselines import FIXED_BASELINES, episode_calls, fixed_joint_action, step_calls
-from topo_env.engine import run_to_end
-from topo_env.env import TopologyParallelEnv
+from topo_env.references.baselines import FIXED_BASELINES, episode_calls, fixed_joint_action, step_calls
+from topo_env.engine.episode import run_to_end
+from topo_env.frontends.parallel_env import TopologyParallelEnv
 
 
 def pick_in_rows(allowed: np.ndarray, u: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -33,7 +33,7 @@ def pick_in_rows(allowed: np.ndarray, u: np.ndarray, weights: np.ndarray | None 
 
 
 def topology_library(n_agents: int, roles=None) -> np.ndarray:
-    """(L, N) the joint actions of the fixed baselines (:data:`topo_env.baselines.FIXED_BASELINES`:
+    """(L, N) the joint actions of the fixed baselines (:data:`topo_env.references.baselines.FIXED_BASELINES`:
     solo, full, chain, star, debate) for a team of ``n_agents`` with ``roles``: what
     ``topology_explore`` draws from."""
     return np.stack([fixed_joint_action(name, n_agents, roles) for name in FIXED_BASELINES])
@@ -146,7 +146,7 @@ class EpisodeStats:
     adjacency: np.ndarray  # (T, N, N) graphs of the rounds
     bucket: str | None
     q_values: np.ndarray  # (T, N) Q of the chosen actions
-    calls: int = 0  # LLM calls: the agents' and the decision node's (topo_env.baselines.episode_calls)
+    calls: int = 0  # LLM calls: the agents' and the decision node's (topo_env.references.baselines.episode_calls)
 
 
 class EpisodeRunner:
@@ -171,7 +171,7 @@ class EpisodeRunner:
                    deviation_rank_decay: float = 1.0, policy_version: int = 0,
                    topology_explore: float = 0.0) -> tuple[EpisodeRecord, EpisodeStats]:
         """:meth:`run` as a coroutine (through the env's
-        :meth:`~topo_env.env.TopologyParallelEnv.astep`), for episodes in flight on one event loop
+        :meth:`~topo_env.frontends.parallel_env.TopologyParallelEnv.astep`), for episodes in flight on one event loop
         (:mod:`learners.inflight`)."""
         return await self._play(epsilon, rng, seed, options, team_explore, deviation_explore, deviation_rank_decay,
                                 policy_version, topology_explore, step=self.env.astep)

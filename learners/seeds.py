@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from topo_env.cli import RunError, format_table, points
+from topo_env.engine.cli import RunError, format_table
 
 FIGURES = ("reward", "accuracy", "tokens_per_task", "density")
 

@@ -1,6 +1,6 @@
 """Distilling a privileged teacher into the agent network before TD learning (simulated team only).
 
-The teacher is the adaptive reference of :mod:`topo_env.headroom` searched on what the task text
+The teacher is the adaptive reference of :mod:`topo_env.references.headroom` searched on what the task text
 tells (``cached_references(..., context="readable")``): per subject a Bayes-optimal reader infers
 from the text, the first-round joint action that paid best, then the second-round joint action for
 round 1's agreement class, chosen by scoring all 6^(N*T) open-loop sequences (and these closed-loop
@@ -12,7 +12,7 @@ the adversaries, is the yardstick of ``eval.headroom_share``, not a teacher: not
 tells its choices apart.)
 
 :func:`teacher_demonstrations` plays the teacher on simulated episodes through
-:class:`~topo_env.vector_env.SimVectorEnv` and keeps what the agents saw and what the teacher
+:class:`~topo_env.frontends.vector_env.SimVectorEnv` and keeps what the agents saw and what the teacher
 chose; :func:`distill` trains the agent network to choose the same per agent: cross-entropy with
 ``Q / temperature`` as logits, so that the Q-values stay on the reward's scale (a difference of
 ``temperature`` between two actions is a logit of 1) and TD learning can go on from them. Only the
@@ -31,12 +31,12 @@ import torch
 import torch.nn.functional as F
 
 from learners.agent_network import AgentQNetwork
-from topo_env import headroom
-from topo_env.headroom import References, agreement_class, cached_references, readable_rows
-from topo_env.oracle import joint_actions
-from topo_env.seeding import teacher_env_seed
+from topo_env.references import headroom
+from topo_env.references.headroom import References, agreement_class, cached_references, readable_rows
+from topo_env.references.oracle import joint_actions
+from topo_env.engine.seeding import teacher_env_seed
 from topo_env.sim.tasks import TextReader
-from topo_env.vector_env import SimVectorEnv
+from topo_env.frontends.vector_env import SimVectorEnv
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,9 +113,9 @@ def distill(agent: AgentQNetwork, demonstrations: Demonstrations, epochs: int, b
 def imitate_teacher(env_config, learner_config, agent: AgentQNetwork, seed: int, device: torch.device | str = "cpu",
                     progress: bool = True) -> dict:
     """The teacher stage of a training run: the readable adaptive reference of ``env_config``'s
-    simulated team (searched once and cached: :func:`topo_env.headroom.cached_references`), played
+    simulated team (searched once and cached: :func:`topo_env.references.headroom.cached_references`), played
     on ``learner_config.teacher_episodes`` episodes (env seeds
-    :func:`topo_env.seeding.teacher_env_seed`) and distilled into ``agent``
+    :func:`topo_env.engine.seeding.teacher_env_seed`) and distilled into ``agent``
     (:func:`distill` with the ``teacher_*`` settings of ``learner_config``). Returns the report that
     results.json keeps: ``demonstrations``, ``search_episodes`` (the search's selection and
     re-ranking episodes, each replayed under every sequence), ``search_cached``, ``epochs``,

@@ -5,7 +5,7 @@ seeded generator) and returns, per step, the rewards, the infos (minus ``action_
 the infos) and SHA-256 digests of the observations, the state and the transcript. The snapshot
 ``tests/data/pz_episodes_snapshot.json`` is written by the code itself, with ``python
 tests/regression_episodes.py tests/data/pz_episodes_snapshot.json``: first by the env before the
-episode engine (``topo_env.engine``) replaced its inline round logic, then again whenever the
+episode engine (``topo_env.engine.episode``) replaced its inline round logic, then again whenever the
 simulated team's model changed on purpose (subjects, traps, updates: issue 26). It proves only that
 nothing changed since it was written; ``tests/test_engine.py`` checks what the episodes should be
 independently (the env against the engine playing the same graphs, and Eq. 12).

@@ -10,7 +10,7 @@ import torch
 from pathlib import Path
 
 from learners.buffer import unpacked
-from topo_env.backends import make_backend
+from topo_env.engine.backend_registry import make_backend
 
 ONE_EPISODE_CONFIG = str(Path(__file__).resolve().parent / "data" / "one_episode.yaml")
 """The config of the one-episode loop's tests (``train.sim_batch: 0``; tests/data/one_episode.yaml)."""

@@ -289,7 +289,7 @@ def test_failed_reset_changes_nothing(bad_reset):
     with pytest.raises(ValueError):
         env.reset(**bad_reset)
     assert env.task == task, (
-        f"BUG topo_env/env.py reset(): the failed reset replaced the running episode's task "
+        f"BUG topo_env/frontends/parallel_env.py reset(): the failed reset replaced the running episode's task "
         f"{task.id!r} by {env.task.id!r} (self.task is assigned before backend.start_episode validates it)"
     )
     assert env.agents == env.possible_agents and env.round == 1
@@ -298,6 +298,6 @@ def test_failed_reset_changes_nothing(bad_reset):
     assert second[1] == ref_steps[1]
     env.reset()
     assert env.task.id == ref_next_task, (
-        "BUG topo_env/env.py reset(): a reset(seed=...) that raised (bad options) still re-seeded the env's "
+        "BUG topo_env/frontends/parallel_env.py reset(): a reset(seed=...) that raised (bad options) still re-seeded the env's "
         "random stream (self._rng is replaced before the options are validated)"
     )

@@ -1,4 +1,4 @@
-"""Tests for topo_env.baselines (fixed-topology policies, evaluate_policy) and the evaluate CLI."""
+"""Tests for topo_env.references.baselines (fixed-topology policies, evaluate_policy) and the evaluate CLI."""
 from __future__ import annotations
 
 import json
@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 import topo_env
-from topo_env.actions import CommAction
-from topo_env.baselines import (
+from topo_env.frontends.comm_actions import CommAction
+from topo_env.references.baselines import (
     BASELINES, DEFAULT_ROUNDS, FIXED_BASELINES, analyzer_index, default_rounds, evaluate_open_loop, evaluate_policy,
     fixed_joint_action, make_baseline, open_loop_actions,
 )
-from topo_env.sim.batch import BatchSimulator, TaskArrays
+from topo_env.sim.batch import TaskArrays
+from topo_env.frontends.comm_batch import CommBatchSimulator
 from topo_env.sim.model import EpisodeNoise
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -182,7 +183,7 @@ def test_open_loop_batch_matches_env(profile, n_agents, rounds, adversarial):
         noises.append(env.backend.noise)
     task_arrays = TaskArrays.from_tasks(tasks)
     noise = EpisodeNoise.concatenate(noises)
-    sim = BatchSimulator.from_config(env.config)
+    sim = CommBatchSimulator.from_config(env.config)
     for name in FIXED_BASELINES:
         result = sim.run(open_loop_actions(name, n_agents, rounds, env.config.roles), task_arrays, noise)
         via_env = evaluate_policy(env, make_baseline(name), episodes, seed=seed, split="eval", progress=False)
@@ -199,7 +200,7 @@ def test_evaluate_open_loop_runs():
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "topo_env.score_baselines", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "topo_env.references.score_baselines", *args], capture_output=True, text=True,
                           cwd=REPO_ROOT, timeout=120)
 
 

@@ -17,9 +17,9 @@ from learners.agent_network import AgentQNetwork
 from learners.batch_runner import BatchEpisodeRunner, BatchStats
 from learners.buffer import EpisodeRecord, EpisodeReplayBuffer
 from learners.runner import EpisodeRunner, pick_in_rows, select_actions, select_actions_batch, topology_library
-from topo_env.config import EnvConfig
-from topo_env.env import TopologyParallelEnv
-from topo_env.vector_env import SimVectorEnv
+from topo_env.frontends.env_config import EnvConfig
+from topo_env.frontends.parallel_env import TopologyParallelEnv
+from topo_env.frontends.vector_env import SimVectorEnv
 
 torch.set_num_threads(1)
 

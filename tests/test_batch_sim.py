@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 import topo_env
-from topo_env.sim.batch import BatchSimulator, TaskArrays
+from topo_env.sim.batch import TaskArrays
+from topo_env.frontends.comm_batch import CommBatchSimulator
 from topo_env.sim.profiles import get_profile
 from topo_env.sim.tasks import SimTaskSource
 
@@ -20,7 +21,7 @@ CASES = [
 def test_episode_by_episode_agreement_with_env(case):
     """Same task, same noise, same actions: same answer, tokens and reward, every episode."""
     env = topo_env.parallel_env(**case)
-    sim = BatchSimulator(get_profile(case["profile"]), case["n_agents"], case["rounds"],
+    sim = CommBatchSimulator(get_profile(case["profile"]), case["n_agents"], case["rounds"],
                          adversarial_agents=case["adversarial_agents"], target_rule=case["target_rule"])
     rng = np.random.default_rng(11)
     t, n = case["rounds"], case["n_agents"]
@@ -60,7 +61,7 @@ def test_vectorised_task_sampling_matches_task_generator():
 
 def test_open_loop_broadcast_and_shapes():
     p = get_profile("mmlu_pro")
-    sim = BatchSimulator(p, 3, 2)
+    sim = CommBatchSimulator(p, 3, 2)
     tasks, noise = sim.sample(np.random.default_rng(0), 64)
     res = sim.run(np.ones((2, 3), np.int64), tasks, noise)
     assert res.adjacency.shape == (64, 2, 3, 3)

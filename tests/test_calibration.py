@@ -4,7 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topo_env.sim.batch import BatchSimulator
+from topo_env.frontends.comm_batch import CommBatchSimulator
 from topo_env.sim.calibrate import measure
 from topo_env.sim.profiles import PROFILES
 
@@ -47,7 +47,7 @@ def test_token_ranges_match_table_3():
     assert 1200 <= m["direct_tokens"] <= 1600  # Lobster single agent: 97K / 70 items = 1.39K
     assert m["full_tokens"] >= 6700  # dense multi-agent methods: 471K / 70 items and up
     assert m["solo_tokens"] < m["full_tokens"]
-    sim = BatchSimulator(PROFILES["mmlu_pro"], 3, 2)  # measure()'s episodes again, for their spread
+    sim = CommBatchSimulator(PROFILES["mmlu_pro"], 3, 2)  # measure()'s episodes again, for their spread
     tasks, noise = sim.sample(np.random.default_rng(seed), samples)
     per_task = {"direct": sim.direct(tasks, noise)[1], "solo team": sim.run(np.zeros((2, 3), np.int64), tasks, noise).tokens,
                 "full team": sim.run(np.ones((2, 3), np.int64), tasks, noise).tokens}
@@ -60,7 +60,7 @@ def test_token_ranges_match_table_3():
 
 def test_tokens_grow_with_in_degree():
     p = PROFILES["mmlu_pro"]
-    sim = BatchSimulator(p, 3, 1)
+    sim = CommBatchSimulator(p, 3, 1)
     tasks, noise = sim.sample(np.random.default_rng(5), 5000)
     solo = sim.run(np.array([[0, 0, 0]]), tasks, noise)
     star = sim.run(np.array([[0, 0, 3]]), tasks, noise)  # agent 2 aggregates from both others

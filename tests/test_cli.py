@@ -16,11 +16,14 @@ import pytest
 
 import topo_env
 from learners.config import load_experiment
-from topo_env import backends
-from topo_env.backends import LLMBackendConfig, SimBackendConfig, backend_kinds, make_backend, register_backend
-from topo_env.cli import (apply_set, closing_note, format_table, parse_set, points, positive_int,
+from topo_env.engine import backend_registry as backends
+from topo_env.engine.backend_registry import backend_kinds, make_backend, register_backend
+from agents_llm.config import LLMBackendConfig
+from topo_env.sim.config import SimBackendConfig
+from topo_env.engine.cli import (apply_set, closing_note, format_table, parse_set, points, positive_int,
                           standard_error_note)
-from topo_env.config import ConfigError, EnvConfig, env_difference, nest_legacy_backend
+from topo_env.frontends.env_config import EnvConfig, env_difference, nest_legacy_backend
+from topo_env.engine.config_checks import ConfigError
 from topo_env.sim.team import SimTeamBackend
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -202,10 +205,11 @@ def test_register_backend_refuses_bad_registrations(kind, factory, config_cls, w
 
 def test_llm_backend_config_imports_no_llm_stack():
     code = ("import sys, topo_env\n"
-            "from topo_env.config import EnvConfig\n"
+            "from topo_env.frontends.env_config import EnvConfig\n"
             f"cfg = EnvConfig.from_dict({{'domain': 'reasoning', 'backend': {llm_backend()!r}}})\n"
             "roots = ('openai', 'agents_llm', 'torch', 'datasets')\n"
-            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in roots)\n"
+            "light = ('agents_llm', 'agents_llm.config')  # the LLM backend's config dataclass\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in roots and m not in light)\n"
             "print(heavy)")
     proc = run_program("-c", code)
     assert proc.returncode == 0, proc.stderr
@@ -261,7 +265,7 @@ def test_train_qmix_without_a_local_server_names_the_command_that_starts_one(tmp
 def test_train_qmix_help_says_where_every_key_is_documented():
     proc = run_program("train_qmix.py", "--help")
     assert proc.returncode == 0
-    for where in ("topo_env/config.py", "EnvConfig", "topo_env/backends.py", "learners/config.py", "LearnerConfig",
+    for where in ("topo_env/frontends/env_config.py", "EnvConfig", "topo_env/engine/backend_registry.py", "learners/config.py", "LearnerConfig",
                   "TrainConfig", "env.backend.base_url="):
         assert where in proc.stdout, where
 
@@ -273,8 +277,8 @@ def test_train_qmix_help_says_where_every_key_is_documented():
     (["--episodes", "-3"], ["--episodes", "'-3'"]),
 ])
 def test_robustness_errors_are_one_line(argv, words, tmp_path):
-    proc = run_program("robustness.py", *argv, "--no-progress", "--out", str(tmp_path / "never"))
-    assert_one_line_error(proc, "python robustness.py", *words)
+    proc = run_program("-m", "studies.robustness", *argv, "--no-progress", "--out", str(tmp_path / "never"))
+    assert_one_line_error(proc, "python -m studies.robustness", *words)
     assert not (tmp_path / "never").exists()
 
 
@@ -283,17 +287,17 @@ def test_robustness_without_a_server_names_it(tmp_path):
     config = tmp_path / "llm.yaml"
     config.write_text(json.dumps({"env": {"domain": "reasoning", "backend": llm_backend(
         base_url=f"http://127.0.0.1:{port}/v1", cache_path=None, train_size=2)}}))
-    proc = run_program("robustness.py", "--config", str(config), "--policies", "solo", "--episodes", "1",
+    proc = run_program("-m", "studies.robustness", "--config", str(config), "--policies", "solo", "--episodes", "1",
                        "--no-progress", "--no-plots", "--out", str(tmp_path / "out"))
-    assert_one_line_error(proc, "python robustness.py", f"--port {port}")
+    assert_one_line_error(proc, "python -m studies.robustness", f"--port {port}")
 
 
 def test_score_baselines_errors_are_one_line():
-    proc = run_program("-m", "topo_env.score_baselines", "--policy", "chain", "--profile", "mmlu_pro",
+    proc = run_program("-m", "topo_env.references.score_baselines", "--policy", "chain", "--profile", "mmlu_pro",
                        "--episodes", "2", "--adversarial", "9")
-    assert_one_line_error(proc, "python -m topo_env.score_baselines", "adversarial_agents contains 9")
-    proc = run_program("-m", "topo_env.score_baselines", "--policy", "ring")
-    assert_one_line_error(proc, "python -m topo_env.score_baselines", "ring")
+    assert_one_line_error(proc, "python -m topo_env.references.score_baselines", "adversarial_agents contains 9")
+    proc = run_program("-m", "topo_env.references.score_baselines", "--policy", "ring")
+    assert_one_line_error(proc, "python -m topo_env.references.score_baselines", "ring")
 
 
 # -- tables and closing notes ----------------------------------------------------------------------
@@ -315,7 +319,7 @@ def test_table_and_note_helpers():
 
 
 def test_score_baselines_table_shows_accuracy_in_points():
-    proc = run_program("-m", "topo_env.score_baselines", "--policy", "chain", "--profile", "mmlu_pro",
+    proc = run_program("-m", "topo_env.references.score_baselines", "--policy", "chain", "--profile", "mmlu_pro",
                        "--episodes", "4", "--no-progress")
     assert proc.returncode == 0, proc.stderr
     header, _, row = proc.stdout.splitlines()[:3]
@@ -326,7 +330,7 @@ def test_score_baselines_table_shows_accuracy_in_points():
 
 def test_robustness_closing_note_says_what_it_scored_and_wrote(tmp_path):
     out = tmp_path / "robust"
-    proc = run_program("robustness.py", "--adversary-position", "2", "--episodes", "4", "--policies", "chain",
+    proc = run_program("-m", "studies.robustness", "--adversary-position", "2", "--episodes", "4", "--policies", "chain",
                        "--no-progress", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout

@@ -13,7 +13,7 @@ from controllers.agentconductor import (ENV_ROUNDS, TRAIN_EPISODES, AgentConduct
 from controllers.base import play_episode
 from controllers.topology_language import (ERROR_PENALTY, NODE_CAPS, build_prompt, check_plan, graph_term,
                                            s_complex)
-from topo_env.orchestrator import orchestrator_env
+from topo_env.frontends.orchestrator_env import orchestrator_env
 
 torch.set_num_threads(1)
 

@@ -14,8 +14,8 @@ from controllers.base import graph_action, play_episode
 from controllers.dytopo import (
     DytopoConfig, DytopoController, build, manager_complete, parse_descriptors, relevance_matrix, route,
 )
-from topo_env.encoders import make_encoder
-from topo_env.orchestrator import orchestrator_env
+from topo_env.frontends.encoders import make_encoder
+from topo_env.frontends.orchestrator_env import orchestrator_env
 from topo_env.sim import descriptors
 from topo_env.sim.profiles import PROFILES
 

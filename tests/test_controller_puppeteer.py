@@ -13,7 +13,7 @@ from gymnasium import spaces
 
 from controllers import puppeteer as pp
 from controllers.base import play_episode
-from topo_env.orchestrator import orchestrator_env
+from topo_env.frontends.orchestrator_env import orchestrator_env
 
 torch.set_num_threads(1)
 

@@ -15,7 +15,7 @@ from controllers import tacomas
 from controllers.base import play_episode
 from controllers.tacomas import (ANY_FREE_SLOT, EditRejected, TacoMASConfig, TeamGraph, TopologyEdit, has_cycle,
                                  judge_round, parse_meta_edit, replicator_update, rule_based_edit, validate_edit)
-from topo_env.orchestrator import orchestrator_env
+from topo_env.frontends.orchestrator_env import orchestrator_env
 
 SINK3 = 3  # the sink's index for a team of 3
 

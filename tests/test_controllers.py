@@ -1,5 +1,5 @@
 """The controller interface (controllers/base.py), per-agent policies through the orchestrator env
-(controllers/comm_actions.py, controllers/qmix.py) and the leaderboard (topo_env/leaderboard.py)."""
+(controllers/comm_actions.py, controllers/qmix.py) and the leaderboard (studies/leaderboard.py)."""
 from __future__ import annotations
 
 import json
@@ -14,12 +14,12 @@ from controllers.comm_actions import build_baseline, observation_builder
 from controllers.qmix import QMIXController
 from learners.agent_network import AgentQNetwork
 from learners.evaluation import QMIXPolicy
-from topo_env.actions import N_ACTIONS
-from topo_env.baselines import make_baseline
-from topo_env.config import EnvConfig
-from topo_env.env import TopologyParallelEnv
-from topo_env.leaderboard import format_leaderboard, leaderboard, main as leaderboard_main
-from topo_env.orchestrator import OrchestratorEnv
+from topo_env.frontends.comm_actions import N_ACTIONS
+from topo_env.references.baselines import make_baseline
+from topo_env.frontends.env_config import EnvConfig
+from topo_env.frontends.parallel_env import TopologyParallelEnv
+from studies.leaderboard import format_leaderboard, leaderboard, main as leaderboard_main
+from topo_env.frontends.orchestrator_env import OrchestratorEnv
 
 CONFIG = EnvConfig.from_dict({"profile": "mmlu_pro", "rounds": 2, "embed_dim": 32})
 
@@ -193,7 +193,7 @@ def test_leaderboard_in_flight_scores_the_sequential_episodes(tmp_path, monkeypa
     complete out of order, and every deterministic method's figures equal the sequential run's."""
     import random
 
-    import topo_env.orchestrator as orchestrator_module
+    import topo_env.frontends.orchestrator_env as orchestrator_module
     from run_checks import DelayedBackend
 
     finished, delays = [], random.Random(5)
@@ -212,7 +212,7 @@ def test_leaderboard_in_flight_scores_the_sequential_episodes(tmp_path, monkeypa
 
 def test_leaderboard_names_a_missing_extra_in_one_line(tmp_path, monkeypatch, capsys):
     import controllers.dytopo
-    from topo_env.cli import run_main
+    from topo_env.engine.cli import run_main
 
     def missing(name, dim=None):
         raise ImportError("MiniLMEncoder needs 'sentence-transformers'; install it with: pip install 'topomarl[minilm]'")

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from experiments import deviation_gains
-from topo_env.actions import CommAction
-from topo_env.oracle import draw_samples
-from topo_env.sim.batch import BatchSimulator
+from topo_env.frontends.comm_actions import CommAction
+from topo_env.references.oracle import draw_samples
+from topo_env.frontends.comm_batch import CommBatchSimulator
 from topo_env.sim.profiles import get_profile
 
 
@@ -19,7 +19,7 @@ def test_every_single_agent_deviation_is_scored_against_the_base_on_the_same_epi
     gains = [r["gain"] for r in rows]
     assert gains == sorted(gains, reverse=True)
     # one row recomputed by hand: agent 1 execute_verify in round 2, against all solo, same samples
-    sim = BatchSimulator(get_profile("mmlu_pro"), 3, 2, adversarial_agents=(0,))
+    sim = CommBatchSimulator(get_profile("mmlu_pro"), 3, 2, adversarial_agents=(0,))
     tasks, noise = draw_samples(sim, 3000, 5, "eval")
     base = sim.run(np.zeros((2, 3), np.int64), tasks, noise).reward
     dev = np.zeros((2, 3), np.int64)
@@ -53,7 +53,7 @@ def test_every_team_sequence_is_scored_against_the_best_on_the_same_episodes():
     rewards = [r["reward"] for r in rows]
     assert rewards == sorted(rewards, reverse=True) and rows[0]["gap"] == 0.0 and best == rows[0]["reward"]
     # one row recomputed by hand: everyone execute_verify in round 1, everyone solo in round 2
-    sim = BatchSimulator(get_profile("aime26"), 3, 2)
+    sim = CommBatchSimulator(get_profile("aime26"), 3, 2)
     tasks, noise = draw_samples(sim, 2000, 3, "eval")
     top = np.array([[CommAction[name.upper()]] * 3 for name in rows[0]["sequence"].split(" / ")])
     top_reward = sim.run(top, tasks, noise).reward

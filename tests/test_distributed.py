@@ -18,8 +18,8 @@ import torch
 import train_qmix
 from run_checks import ONE_EPISODE_CONFIG, assert_same_learner_and_replay, read_checkpoint
 from learners.config import load_experiment
-from topo_env.config import ConfigError
-from topo_env.env import TopologyParallelEnv
+from topo_env.engine.config_checks import ConfigError
+from topo_env.frontends.parallel_env import TopologyParallelEnv
 
 ray = pytest.importorskip("ray")
 from learners.distributed import RayRollouts  # noqa: E402

@@ -1,4 +1,4 @@
-"""Behavioural tests for topo_env.encoders (hashed and MiniLM task-text encoders)."""
+"""Behavioural tests for topo_env.frontends.encoders (hashed and MiniLM task-text encoders)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topo_env.encoders import (
+from topo_env.frontends.encoders import (
     ENCODERS,
     HashedNgramEncoder,
     MiniLMEncoder,
@@ -174,7 +174,7 @@ def test_hashed_deterministic_across_processes():
     code = textwrap.dedent(
         f"""
         import sys, numpy as np
-        from topo_env.encoders import HashedNgramEncoder
+        from topo_env.frontends.encoders import HashedNgramEncoder
         enc = HashedNgramEncoder(64)
         out = np.stack([enc.encode(t) for t in {[TASK, RELATED, UNRELATED]!r}])
         sys.stdout.write(out.tobytes().hex())

@@ -12,8 +12,9 @@ import pytest
 import topo_env
 from regression_episodes import CASES, record_case
 from topo_env import CommAction, build_adjacency
-from topo_env.engine import RewardConfig, RoundSpec, TeamEpisode, episode_transcript
-from topo_env.sim.batch import BatchRoundSpec, BatchSimulator, TaskArrays
+from topo_env.engine.episode import RewardConfig, RoundSpec, TeamEpisode, episode_transcript
+from topo_env.sim.batch import BatchRoundSpec, TaskArrays
+from topo_env.frontends.comm_batch import CommBatchSimulator
 from topo_env.sim.model import EpisodeNoise
 from topo_env.sim.profiles import get_profile
 from topo_env.sim.team import SimTeamBackend
@@ -232,7 +233,7 @@ def test_batch_simulator_runs_any_round_specs_as_the_engine_does(profile, n, rou
     for t, (adj, active, verify) in enumerate(specs):
         idle = halt_after <= t
         adj[idle], active[idle], verify[idle] = False, False, False
-    sim = BatchSimulator(p, n, rounds)
+    sim = CommBatchSimulator(p, n, rounds)
     tasks, noises, tokens, accs, rewards = [], [], [], [], []
     roles = ("specialist",) * (n - 1) + ("analyzer",)
     backend = SimTeamBackend(p)
@@ -316,12 +317,12 @@ def test_env_exports_the_engine():
 def test_all_active_and_oracle_scoring_of_round_specs():
     """RoundSpec.all_active calls everyone; the oracle scores any controller's batched rounds on its
     own samples, and the full team's rounds score as the 'full' baseline's actions do."""
-    from topo_env.oracle import draw_samples, score_round_specs
+    from topo_env.references.oracle import draw_samples, score_round_specs
 
     adj = np.ones((3, 3), bool) & ~np.eye(3, dtype=bool)
     spec = RoundSpec.all_active(adj)
     assert spec.everyone and spec.active.all() and not spec.verify.any()
-    sim = BatchSimulator(get_profile("mmlu_pro"), 3, 2)
+    sim = CommBatchSimulator(get_profile("mmlu_pro"), 3, 2)
     b = 400
     full = BatchRoundSpec(np.broadcast_to(adj, (b, 3, 3)).astype(np.int8), np.ones((b, 3), bool), np.zeros((b, 3), bool))
     scored = score_round_specs(sim, [full, full], seed=3, split="eval")

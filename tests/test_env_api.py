@@ -12,7 +12,7 @@ from pettingzoo.test import parallel_api_test, parallel_seed_test
 from pettingzoo.utils.conversions import parallel_to_aec
 
 from topo_env import Task, parallel_env
-from topo_env.env import INFO_KEYS
+from topo_env.frontends.parallel_env import INFO_KEYS
 
 try:
     from pettingzoo.test.state_test import state_test
@@ -60,7 +60,7 @@ def test_pettingzoo_parallel_api_test(cfg):
         parallel_api_test(env, num_cycles=10)
     except ValueError as e:
         pytest.fail(
-            "BUG topo_env/env.py reset(): PettingZoo's parallel_api_test calls "
+            "BUG topo_env/frontends/parallel_env.py reset(): PettingZoo's parallel_api_test calls "
             f"reset(seed=0, options={{'options': 1}}) and the env raises: {e}"
         )
 
@@ -156,7 +156,7 @@ def test_observations_differ_between_agents():
 def test_identity_block_shows_agent_role_and_persona():
     """Agent id, role kind and persona are explicit in the config and one-hot in every
     observation; a persona outside the built-in vocabulary takes the last persona slot."""
-    from topo_env.roles import PERSONA_VOCAB, ROLE_KINDS
+    from topo_env.engine.roles import PERSONA_VOCAB, ROLE_KINDS
 
     n, e = 3, 16
     id_start = e + 1

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from topo_env import EnvConfig, execution_plan
-from topo_env.backend import Verdict
-from topo_env.engine import RoundSpec, TeamEpisode, run_to_end
-from topo_env.env import TopologyParallelEnv
-from topo_env.executor import RoundExecutor
+from topo_env.engine.team_backend import Verdict
+from topo_env.engine.episode import RoundSpec, TeamEpisode, run_to_end
+from topo_env.frontends.parallel_env import TopologyParallelEnv
+from topo_env.engine.executor import RoundExecutor
 from topo_env.sim.profiles import get_profile
 from topo_env.sim.team import SimTeamBackend
 from graph_helpers import reachability

@@ -1,4 +1,4 @@
-"""Tests of topo_env.sim.fit: traces of a known simulated profile are fitted back to its parameters,
+"""Tests of topo_env.fitting.fit: traces of a known simulated profile are fitted back to its parameters,
 the written profile runs in the env, bad input is refused in one line with exit status 2."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import topo_env
-from topo_env.sim.explore import record_exploration
-from topo_env.sim.fit import FitError, fit, fit_records, load_traces, main, write_profile
-from topo_env.sim.fit_report import truth_values
+from topo_env.fitting.explore import record_exploration
+from topo_env.fitting.fit import FitError, fit, fit_records, load_traces, main, write_profile
+from topo_env.fitting.fit_report import truth_values
 from topo_env.sim.profiles import get_profile, with_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ BASE_START = dict(alpha=2.1, beta=6.0, task_spread=1.0, trap_base=0.4, trap_slop
                   mu_correct=1.0, mu_wrong=0.3, kappa=0.5, sigma_conf=0.6, decide_tau=0.2, content_mean=200.0,
                   reason_mean=600.0, revisit=0.3, reemit=0.1, conflict=0.5, sys_tokens=100, header_tokens=10)
 # parameter: absolute tolerance; each must also be within 3 standard errors of the truth (the truth in the
-# fit's terms: rho, rho_v, theta, theta_v and the verifiabilities in its gauge, topo_env.sim.fit_report.truth_values)
+# fit's terms: rho, rho_v, theta, theta_v and the verifiabilities in its gauge, topo_env.fitting.fit_report.truth_values)
 TOLERANCE = dict(alpha=0.3, beta=1.2, task_spread=0.35, trap_base=0.08, trap_slope=0.15, w_fresh=0.2, w_peer=0.08,
                  rho=0.3, rho_v=0.5, theta=0.3, theta_v=0.6, tau=0.08, drift_cw=0.02, drift_wc=0.03,
                  mu_correct=0.08, mu_wrong=0.08, kappa=0.25, sigma_conf=0.05, decide_tau=0.06,
@@ -162,7 +162,7 @@ def test_real_like_traces(fitted, tmp_path):
         rec["task"]["metadata"] = {"subject": meta["subject"]}
         lines.append(json.dumps(rec))
     out.write_text("\n".join(lines) + "\n")
-    from topo_env.sim.fit import Data
+    from topo_env.fitting.fit import Data
 
     data = Data(load_traces([out]), fitted["base"])
     hits = [t.trap == true_traps[t.key] for t in data.tasks if t.trap is not None]
@@ -190,7 +190,7 @@ def test_cli_writes_profile_and_report(fitted, tmp_path, capsys):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "topo_env.sim.fit", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "topo_env.fitting.fit", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
 
 

@@ -1,7 +1,7 @@
-"""The parts of the fit added for issue 38: the exploration recorder (topo_env.sim.explore), the Python
-entry with its predictive check (topo_env.sim.fit.fit_traces, topo_env.sim.fit_check), the update
-model's analytic gradient, gauge and global search (topo_env.sim.fit_updates) and the flags for
-parameters on a bound or on a flat likelihood (topo_env.sim.fit_stats, topo_env.sim.fit_report)."""
+"""The parts of the fit added for issue 38: the exploration recorder (topo_env.fitting.explore), the Python
+entry with its predictive check (topo_env.fitting.fit.fit_traces, topo_env.fitting.fit_check), the update
+model's analytic gradient, gauge and global search (topo_env.fitting.fit_updates) and the flags for
+parameters on a bound or on a flat likelihood (topo_env.fitting.fit_stats, topo_env.fitting.fit_report)."""
 from __future__ import annotations
 
 import json
@@ -11,15 +11,16 @@ import numpy as np
 import pytest
 
 import topo_env
-from topo_env.baselines import fixed_joint_action
-from topo_env.config import ConfigError, EnvConfig
-from topo_env.graph import build_adjacency
-from topo_env.sim.explore import default_pool, record_exploration
-from topo_env.sim.fit import FitError, fit_records, fit_traces, load_traces, main
-from topo_env.sim.fit_check import MISFIT_Z, TOPOLOGIES, plays, predictive_check
-from topo_env.sim.fit_report import AT_BOUND, FITTED, KEPT, NOT_IDENTIFIED, format_report
-from topo_env.sim.fit_stats import at_bound, std_errors
-from topo_env.sim.fit_updates import UPDATE_PARAMS, Gauge, to_gauge
+from topo_env.references.baselines import fixed_joint_action
+from topo_env.frontends.env_config import EnvConfig
+from topo_env.engine.config_checks import ConfigError
+from topo_env.frontends.comm_graph import build_adjacency
+from topo_env.fitting.explore import default_pool, record_exploration
+from topo_env.fitting.fit import FitError, fit_records, fit_traces, load_traces, main
+from topo_env.fitting.fit_check import MISFIT_Z, TOPOLOGIES, plays, predictive_check
+from topo_env.fitting.fit_report import AT_BOUND, FITTED, KEPT, NOT_IDENTIFIED, format_report
+from topo_env.fitting.fit_stats import at_bound, std_errors
+from topo_env.fitting.fit_updates import UPDATE_PARAMS, Gauge, to_gauge
 from topo_env.sim.profiles import get_profile, with_overrides
 
 EPISODES = 400  # a small trace set: enough for every part of the fit to run
@@ -151,7 +152,7 @@ def test_parameters_on_a_bound_are_flagged(tmp_path):
     maximum sits on the bound; the report says so, without a standard error, and says what would identify it."""
     truth = with_overrides(get_profile("mmlu_pro"), w_fresh=-0.5, name="shy")
     path = tmp_path / "truth.yaml"
-    from topo_env.sim.fit import write_profile
+    from topo_env.fitting.fit import write_profile
 
     write_profile(truth, path)
     traces = tmp_path / "t.jsonl"
@@ -224,7 +225,7 @@ def test_fixed_topologies_are_recognised_in_recorded_rounds():
 @pytest.mark.parametrize("call,match", [
     (lambda p: fit_traces(p, "nope"), r"--base 'nope': unknown profile"),
     (lambda p: fit_traces(p, "mmlu_pro", seed=1.5), r"seed=1\.5: give an integer"),
-    (lambda p: fit_traces(p, "mmlu_pro", config="env.yaml"), r"config='env\.yaml': give a topo_env\.config\.EnvConfig"),
+    (lambda p: fit_traces(p, "mmlu_pro", config="env.yaml"), r"config='env\.yaml': give a topo_env\.EnvConfig"),
     (lambda p: fit_traces(p.parent / "missing.jsonl"), r"missing\.jsonl' does not exist"),
 ])
 def test_fit_traces_bad_input(call, match, traces):

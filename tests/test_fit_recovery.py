@@ -3,12 +3,12 @@
 Each case is a perturbed copy of a built-in profile (experiments.fit_recovery.perturb: the agents'
 abilities and verbosities, every subject's offset, the verifiabilities permuted among the subjects,
 conformity, recognition, trap pull, confidence, drift and token costs), recorded the way the sim-to-real
-route records a real team (topo_env.sim.explore.record_exploration: 1,000 episodes of uniform random joint
+route records a real team (topo_env.fitting.explore.record_exploration: 1,000 episodes of uniform random joint
 actions) or with the probe protocol (agents_llm.probe.Prober against the simulated team, 160 tasks: about
 10,000 calls either way), and fitted from the built-in profile. Per case:
 
 * every parameter the fit reports as ``fitted`` is within 3 standard errors of the truth (in the fit's
-  terms, topo_env.sim.fit_report.truth_values) or within its tolerance
+  terms, topo_env.fitting.fit_report.truth_values) or within its tolerance
   (experiments.fit_recovery.TOLERANCE);
 * every parameter ``at bound`` or ``not identified`` is named in the report's notes with what would
   identify it;
@@ -28,8 +28,8 @@ import numpy as np
 import pytest
 
 from experiments.fit_recovery import PROBE_TASKS, TEAMS, TEST_EPISODES, perturb, run_one
-from topo_env.sim.fit_report import AT_BOUND, FITTED, NOT_IDENTIFIED
-from topo_env.sim.fit_updates import UPDATE_PARAMS
+from topo_env.fitting.fit_report import AT_BOUND, FITTED, NOT_IDENTIFIED
+from topo_env.fitting.fit_updates import UPDATE_PARAMS
 
 CASES = [(team, "explore") for team in TEAMS] + [("mmlu_pro_mixed", "probe")]
 Z_FOUR_TOPOLOGIES = 2.5  # two-sided 95% for four comparisons at once (Bonferroni: 0.05 / 4 each)
@@ -54,7 +54,7 @@ def test_the_search_beats_the_truth_and_the_base_start(tmp_path):
     truth's (the truth's own rho, rho_v, theta, theta_v, v and weights are one point of the search space),
     and a local search from the base profile, the old default, ends below it."""
     from experiments.fit_recovery import record
-    from topo_env.sim.fit import fit_records, load_traces, write_profile
+    from topo_env.fitting.fit import fit_records, load_traces, write_profile
 
     base, truth = perturb("mmlu_pro", TEAMS["mmlu_pro"])
     truth = write_profile(truth, tmp_path / "truth.yaml")

@@ -1,4 +1,4 @@
-"""Tests of topo_env.graph: joint action -> adjacency, adjacency -> execution plan.
+"""Tests of topo_env.frontends.comm_graph: joint action -> adjacency, adjacency -> execution plan.
 
 Expected adjacency matrices are written out by hand (rows are senders u, columns are
 receivers v: ``A[u, v] == 1`` means u -> v). Execution-plan properties are checked against
@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from topo_env import CommAction, build_adjacency, density, execution_plan
-from topo_env import graph as graph_module
-from topo_env.graph import PlanCache, build_adjacency_batch, ring_targets
+from topo_env.engine import plan as plan_module
+from topo_env.frontends.comm_graph import build_adjacency_batch, ring_targets
+from topo_env.engine.plan import PlanCache
 from graph_helpers import reachability
 
 SOLO, BCAST, QUERY, AGG, VERIFY, DEBATE = range(6)
@@ -395,20 +396,20 @@ def test_plan_arrays_large_teams(n):
         if not ((layer[k] == el).all() and (comp[k] == ec).all() and (multi[k] == em).all()):
             wrong.append(k)
     assert not wrong, (
-        f"BUG topo_env/graph.py PlanCache.plan_arrays: for N={n}, {len(wrong)}/{b} graphs get the wrong "
+        f"BUG topo_env/frontends/comm_graph.py PlanCache.plan_arrays: for N={n}, {len(wrong)}/{b} graphs get the wrong "
         f"plan (graph code 1 << arange(N*N) overflows int64 when N*N > 63, so distinct graphs collide)"
     )
 
 
 def counted_execution_plan(monkeypatch) -> list[bytes]:
-    """Make topo_env.graph count its execution_plan calls (the graphs, as int8 bytes)."""
+    """Make topo_env.frontends.comm_graph count its execution_plan calls (the graphs, as int8 bytes)."""
     computed = []
 
     def counting(adjacency):
         computed.append(np.asarray(adjacency, dtype=np.int8).tobytes())
         return execution_plan(adjacency)
 
-    monkeypatch.setattr(graph_module, "execution_plan", counting)
+    monkeypatch.setattr(plan_module, "execution_plan", counting)
     return computed
 
 
@@ -465,7 +466,7 @@ def test_plan_arrays_plan_each_distinct_graph_once(monkeypatch):
 
 @pytest.mark.parametrize("n", [2, 3, 5, 7])
 def test_adjacency_of_agrees_with_batch(n):
-    from topo_env.graph import adjacency_of
+    from topo_env.frontends.comm_graph import adjacency_of
 
     rng = np.random.default_rng(300 + n)
     b = 300
@@ -479,7 +480,7 @@ def test_adjacency_of_agrees_with_batch(n):
 
 
 def test_adjacency_of_literal_cases():
-    from topo_env.graph import adjacency_of
+    from topo_env.frontends.comm_graph import adjacency_of
 
     for actions, targets, expected in CASES_N3 + CASES_N5:
         n = len(actions)

@@ -1,4 +1,4 @@
-"""Tests for topo_env.headroom: the privileged adaptive reference against the best fixed sequence."""
+"""Tests for topo_env.references.headroom: the privileged adaptive reference against the best fixed sequence."""
 from __future__ import annotations
 
 import json
@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topo_env import headroom, oracle
-from topo_env.sim.batch import BatchSimulator
+from topo_env.references import headroom
+from topo_env.references import oracle
+from topo_env.frontends.comm_batch import CommBatchSimulator
 from topo_env.sim.profiles import get_profile
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -25,8 +26,8 @@ def test_agreement_class_names_the_pattern():
 
 
 def test_hidden_context_columns():
-    sim = BatchSimulator(get_profile("mmlu_pro"), 3, 1, adversary_position="random", n_adversaries=1)
-    tasks, _, adversaries = oracle.draw_episodes(sim, 300, seed=0, split="train")
+    sim = CommBatchSimulator(get_profile("mmlu_pro"), 3, 1, adversary_position="random", n_adversaries=1)
+    tasks, _, adversaries = oracle.sample_episodes(sim, 300, seed=0, split="train")
     values = headroom.hidden_context(tasks, adversaries)
     assert values.shape == (300, len(headroom.CONTEXT_VARIABLES))
     np.testing.assert_array_equal(values[:, 0], tasks.subject)
@@ -59,8 +60,8 @@ def test_policy_candidates_find_the_context_preference():
 
 
 def test_play_policies_replays_open_loop_sequences_exactly():
-    sim = BatchSimulator(get_profile("humaneval"), 3, 2)
-    tasks, noise, adversaries = oracle.draw_episodes(sim, 40, seed=1, split="eval")
+    sim = CommBatchSimulator(get_profile("humaneval"), 3, 2)
+    tasks, noise, adversaries = oracle.sample_episodes(sim, 40, seed=1, split="eval")
     for index in (0, 216 * 100 + 7, 46655):
         policy = np.broadcast_to(headroom.open_loop_policy(index, sim), (40, 6))
         played = headroom.play_policies(sim, policy, tasks, noise, adversaries).reward
@@ -82,8 +83,8 @@ def test_adaptive_never_below_best_fixed_on_selection(small_result):
 
 def test_held_out_figures_are_paired_on_common_episodes(small_result):
     res = small_result
-    sim = BatchSimulator(get_profile("mmlu_pro"), 3, 2)
-    tasks, noise, adversaries = oracle.draw_episodes(sim, SMALL["episodes"], seed=3, split="eval")
+    sim = CommBatchSimulator(get_profile("mmlu_pro"), 3, 2)
+    tasks, noise, adversaries = oracle.sample_episodes(sim, SMALL["episodes"], seed=3, split="eval")
     fixed = oracle.actions_from_names(res["best_fixed_sequence"])
     assert res["best_fixed"] == pytest.approx(sim.run(fixed, tasks, noise, adversaries).reward.mean(), abs=1e-12)
     assert res["headroom"] == pytest.approx(res["adaptive"] - res["best_fixed"], abs=1e-12)
@@ -131,7 +132,7 @@ def test_bad_settings_name_the_value(kwargs, named):
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "topo_env.oracle", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "topo_env.references.oracle_cli", *args], capture_output=True, text=True,
                           cwd=REPO_ROOT, timeout=120)
 
 

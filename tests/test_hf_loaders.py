@@ -10,7 +10,8 @@ import pytest
 pytest.importorskip("datasets")
 
 from agents_llm import lcb_functional_worker, lcb_harness  # noqa: E402
-from agents_llm.hf_loaders import BENCHMARKS, PER_CASE_TIMEOUT_S, build_test_program, load_benchmark  # noqa: E402
+from agents_llm.hf_loaders import BENCHMARKS, PER_CASE_TIMEOUT_S, load_benchmark  # noqa: E402
+from agents_llm.scoring import build_test_program  # noqa: E402
 from agents_llm.scoring import score_code  # noqa: E402
 from agents_llm.sandbox import execute  # noqa: E402
 

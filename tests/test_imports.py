@@ -103,7 +103,7 @@ def test_the_literal_check_finds_a_program():
 
 def test_no_program_in_a_string_literal():
     sources = product_sources()
-    assert REPO_ROOT / "agents_llm" / "sandbox.py" in sources and REPO_ROOT / "topo_env" / "env.py" in sources
+    assert REPO_ROOT / "agents_llm" / "sandbox.py" in sources and REPO_ROOT / "topo_env" / "frontends" / "parallel_env.py" in sources
     found = [hit for path in sources for hit in programs_in_string_literals(path)]
     assert found == [], f"programs kept in string literals (make them modules): {found}"
 

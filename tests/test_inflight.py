@@ -14,7 +14,7 @@ import torch
 
 import train_qmix
 from run_checks import ONE_EPISODE_CONFIG, DelayedBackend, assert_same_learner_and_replay, read_checkpoint
-import topo_env.env as env_module
+import topo_env.frontends.parallel_env as env_module
 from fake_openai_server import FakeOpenAIServer
 from learners.agent_network import AgentQNetwork
 from learners.buffer import EpisodeReplayBuffer
@@ -24,11 +24,11 @@ from learners.inflight import sibling_envs
 from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner
 from learners.schedules import epsilon_at, lr_at
-from topo_env.actions import N_ACTIONS
-from topo_env.baselines import make_baseline
-from topo_env.config import ConfigError
-from topo_env.env import TopologyParallelEnv
-from topo_env.seeding import EXPLORATION_STREAM, REPLAY_STREAM, episode_rng, training_env_seed
+from topo_env.frontends.comm_actions import N_ACTIONS
+from topo_env.references.baselines import make_baseline
+from topo_env.engine.config_checks import ConfigError
+from topo_env.frontends.parallel_env import TopologyParallelEnv
+from topo_env.engine.seeding import EXPLORATION_STREAM, REPLAY_STREAM, episode_rng, training_env_seed
 
 torch.set_num_threads(1)
 

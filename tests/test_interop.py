@@ -27,8 +27,9 @@ from torchrl.envs.utils import check_env_specs
 from torchrl.modules import QValueModule
 
 from topo_env import ACTION_NAMES, ConfigError, EnvConfig, parallel_env
-from topo_env.backends import LLMBackendConfig, SimBackendConfig
-from topo_env.config import load_yaml
+from agents_llm.config import LLMBackendConfig
+from topo_env.sim.config import SimBackendConfig
+from topo_env.engine.config_checks import load_yaml
 from topo_env.interop import ENV_ID, EPYMARL_CONFIG, TopologyGymmaEnv, gymma_env_config
 
 # BenchMARL is imported in its tests: it installs with `pip install --no-deps benchmarl` (README)

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from agents_llm.local_server import MODEL_ALIAS, LocalLlamaServer
-from topo_env.leaderboard import ALL_METHODS, LEARNED_METHODS, main as leaderboard_main
+from controllers.registry import ALL_NAMES, LEARNED
+from studies.leaderboard import main as leaderboard_main
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +36,11 @@ def test_every_controller_plays_an_episode_on_the_real_model(server, tmp_path, c
                     "train_size": 1, "max_tokens": 24, "temperature": 0.7, "timeout_s": 120,
                     "cache_path": str(tmp_path / "cache.sqlite")}}}))
     out = tmp_path / "board"
-    untrained = [f"{name}=0" for name in LEARNED_METHODS]
+    untrained = [f"{name}=0" for name in LEARNED]
     assert leaderboard_main(["--profile", "mmlu_pro", "--config", str(config), "--seeds", "0", "--episodes", "1",
                              "--out", str(out), "--no-progress", "--train-episodes", *untrained]) == 0
     result = json.loads((out / "leaderboard.json").read_text())
-    assert set(result["methods"]) == set(ALL_METHODS)  # with backend: llm the LLM-written methods join by default
+    assert set(result["methods"]) == set(ALL_NAMES)  # with backend: llm the LLM-written methods join by default
     assert result["env"]["backend"]["kind"] == "llm" and "api_key" not in json.dumps(result["env"]["backend"])
     for name, figures in result["methods"].items():
         assert figures["calls_per_task"]["mean"] >= 1, name  # at least the decision node answered

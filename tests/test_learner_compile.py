@@ -10,7 +10,7 @@ from torch._dynamo.utils import counters
 
 from learners.config import LearnerConfig
 from learners.learner import QMIXLearner
-from topo_env.actions import N_ACTIONS
+from topo_env.frontends.comm_actions import N_ACTIONS
 
 torch.set_num_threads(1)
 

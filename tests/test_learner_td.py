@@ -13,9 +13,9 @@ from learners.agent_network import AgentQNetwork
 from learners.config import LearnerConfig
 from learners.learner import QMIXLearner, masked_argmax, td_targets
 from learners.runner import EpisodeRunner, select_actions
-from topo_env.actions import N_ACTIONS
-from topo_env.config import EnvConfig
-from topo_env.env import TopologyParallelEnv
+from topo_env.frontends.comm_actions import N_ACTIONS
+from topo_env.frontends.env_config import EnvConfig
+from topo_env.frontends.parallel_env import TopologyParallelEnv
 
 torch.set_num_threads(1)
 

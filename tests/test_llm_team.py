@@ -8,8 +8,8 @@ import re
 import pytest
 
 import topo_env
-from topo_env.backend import Verdict
-from topo_env.config import ConfigError
+from topo_env.engine.team_backend import Verdict
+from topo_env.engine.config_checks import ConfigError
 from fake_openai_server import FakeOpenAIServer
 
 USAGE = {"prompt_tokens": 20, "completion_tokens": 10}

@@ -1,4 +1,4 @@
-"""Tests for topo_env.oracle: exhaustive open-loop search with common random numbers."""
+"""Tests for topo_env.references.oracle: exhaustive open-loop search with common random numbers."""
 from __future__ import annotations
 
 import json
@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topo_env import oracle
-from topo_env.actions import ACTION_NAMES
-from topo_env.baselines import FIXED_BASELINES, open_loop_actions
-from topo_env.sim.batch import BatchSimulator
+from topo_env.references import oracle
+from topo_env.frontends.comm_actions import ACTION_NAMES
+from topo_env.references.baselines import FIXED_BASELINES, open_loop_actions
+from topo_env.frontends.comm_batch import CommBatchSimulator
 from topo_env.sim.profiles import get_profile
-from topo_env.tasks import DIFFICULTY_BUCKETS
+from topo_env.engine.tasks import DIFFICULTY_BUCKETS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,8 +44,8 @@ def test_sequence_indexing_round_trips():
 
 @pytest.mark.parametrize("profile,adversarial", [("aime25", ()), ("mmlu_pro", (0,))])
 def test_scores_equal_direct_simulation(profile, adversarial):
-    """Dedup + replication must give exactly what BatchSimulator.run gives per sequence."""
-    sim = BatchSimulator(get_profile(profile), 3, 2, adversarial_agents=adversarial)
+    """Dedup + replication must give exactly what CommBatchSimulator.run gives per sequence."""
+    sim = CommBatchSimulator(get_profile(profile), 3, 2, adversarial_agents=adversarial)
     tasks, noise = oracle.draw_samples(sim, 8, seed=3, split="train")
     sums = oracle.score_sequences(sim, tasks, noise, progress=False, chunk_rows=500)
     assert sums.shape == (216 * 216, 3)
@@ -66,7 +66,7 @@ def test_fixed_oracle_beats_every_baseline_on_selection_samples(tiny_search):
     """With a shortlist covering all 216 sequences, re-ranking is exhaustive: the chosen
     sequence is at least as good as every baseline on the re-ranking samples."""
     res = tiny_search
-    sim = BatchSimulator(get_profile("humaneval"), 3, 1)
+    sim = CommBatchSimulator(get_profile("humaneval"), 3, 1)
     tasks, noise = oracle.draw_samples(sim, 4 * 150, seed=4, split="rerank")
     for name in FIXED_BASELINES:
         baseline = float(sim.run(open_loop_actions(name, 3, 1), tasks, noise).reward.mean())
@@ -101,7 +101,7 @@ def test_search_is_reproducible(tiny_search):
 
 
 def test_selection_and_eval_samples_differ():
-    sim = BatchSimulator(get_profile("mmlu_pro"), 3, 1)
+    sim = CommBatchSimulator(get_profile("mmlu_pro"), 3, 1)
     streams = [oracle.draw_samples(sim, 20, seed=0, split=s)[0].difficulty for s in ("train", "rerank", "eval")]
     for a in range(3):
         for b in range(a + 1, 3):
@@ -111,7 +111,7 @@ def test_selection_and_eval_samples_differ():
 def test_shortlist_keeps_the_stage_one_leaders():
     """A small shortlist re-ranks only stage-1 leaders (and the baselines): the chosen fixed
     sequence is one of the `shortlist` best on the first-stage samples or a baseline."""
-    sim = BatchSimulator(get_profile("mmlu_pro"), 3, 1)
+    sim = CommBatchSimulator(get_profile("mmlu_pro"), 3, 1)
     tasks, noise = oracle.draw_samples(sim, 120, seed=1, split="train")
     sums = oracle.score_sequences(sim, tasks, noise, progress=False)
     leaders = np.argsort(-sums.sum(axis=1), kind="stable")[:5]
@@ -139,7 +139,7 @@ def test_search_rejects_unknown_profile():
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "topo_env.oracle", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "topo_env.references.oracle_cli", *args], capture_output=True, text=True,
                           cwd=REPO_ROOT, timeout=120)
 
 
@@ -175,9 +175,9 @@ def test_oracle_cli_bad_arguments(args, named):
 
 def test_group_sums_follow_round_one_outcomes():
     """Groups that depend on what the first round did (here: did the agents all agree) sum exactly
-    what BatchSimulator.run gives per sequence, with a per-episode adversary mask."""
-    sim = BatchSimulator(get_profile("mmlu_pro"), 3, 2, adversary_position="random", n_adversaries=1)
-    tasks, noise, adversaries = oracle.draw_episodes(sim, 10, seed=5, split="train")
+    what CommBatchSimulator.run gives per sequence, with a per-episode adversary mask."""
+    sim = CommBatchSimulator(get_profile("mmlu_pro"), 3, 2, adversary_position="random", n_adversaries=1)
+    tasks, noise, adversaries = oracle.sample_episodes(sim, 10, seed=5, split="train")
 
     def agreed(state):
         labels = state.previous.label
@@ -198,9 +198,9 @@ def test_group_sums_follow_round_one_outcomes():
 
 
 def test_draw_samples_are_the_episodes_without_adversaries():
-    sim = BatchSimulator(get_profile("mmlu_pro"), 3, 1, adversary_position="random", n_adversaries=1)
+    sim = CommBatchSimulator(get_profile("mmlu_pro"), 3, 1, adversary_position="random", n_adversaries=1)
     tasks, noise = oracle.draw_samples(sim, 30, seed=2, split="eval")
-    tasks2, noise2, adversaries = oracle.draw_episodes(sim, 30, seed=2, split="eval")
+    tasks2, noise2, adversaries = oracle.sample_episodes(sim, 30, seed=2, split="eval")
     np.testing.assert_array_equal(tasks.latent, tasks2.latent)
     np.testing.assert_array_equal(noise.decision, noise2.decision)
     assert adversaries.shape == (30, 3) and (adversaries.sum(axis=1) == 1).all()

@@ -8,7 +8,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import topo_env
-from topo_env.env import comm_round_spec
+from topo_env.frontends.parallel_env import comm_round_spec
 
 CONFIGS = {
     "mmlu_pro": dict(profile="mmlu_pro", rounds=2),

@@ -1,4 +1,4 @@
-"""Behaviour of topo_env.plots: which action each drawn edge is credited to, what every panel
+"""Behaviour of topo_env.frontends.plots: which action each drawn edge is credited to, what every panel
 draws (arrows, adversary marks, legends, bar heights, curves), accuracy in points, one round as
 an RGB array, pictures shown or saved, files written, and clear errors on bad input."""
 from __future__ import annotations
@@ -17,9 +17,9 @@ from matplotlib.image import imread
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
 import topo_env
-from topo_env.actions import ACTION_NAMES
-from topo_env.graph import build_adjacency
-from topo_env.plots import (
+from topo_env.frontends.comm_actions import ACTION_NAMES
+from topo_env.frontends.comm_graph import build_adjacency
+from topo_env.frontends.plots import (
     ACTION_STYLES, ADVERSARY_COLOR, DPI, ROUND_STYLES, draw_episodes, draw_round, draw_topology,
     draw_topology_examples, edge_actions, plot_action_distribution, plot_learning_curves, plot_robustness,
     round_picture, save_figure, show_picture,
@@ -421,7 +421,7 @@ def test_show_picture_with_a_display_but_no_gui_backend_saves_a_png(tmp_path):
     script = (
         "import sys, numpy as np, matplotlib\n"
         "matplotlib.use('Agg')\n"
-        "from topo_env.plots import show_picture\n"
+        "from topo_env.frontends.plots import show_picture\n"
         "print(show_picture(np.zeros((4, 6, 3), np.uint8), sys.argv[1]))\n"
     )
     target = tmp_path / "shown.png"
@@ -431,6 +431,6 @@ def test_show_picture_with_a_display_but_no_gui_backend_saves_a_png(tmp_path):
 
 
 def test_importing_the_module_imports_no_matplotlib():
-    code = "import sys, topo_env.plots; print('matplotlib' in sys.modules)"
+    code = "import sys, topo_env.frontends.plots; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"

@@ -23,11 +23,11 @@ from agents_llm.probe import (KINDS, ProbeOptions, answer_key, main, plan_counts
 from agents_llm.prompts import agent_messages, decision_messages
 from agents_llm.scoring import score
 from agents_llm.tasks import load_jsonl
-from topo_env.backend import Message, Verdict
-from topo_env.roles import default_personas
-from topo_env.tasks import Task
-from topo_env.sim.fit import main as fit_main
-from topo_env.traces import read_traces
+from topo_env.engine.team_backend import Message, Verdict
+from topo_env.engine.roles import default_personas
+from topo_env.engine.tasks import Task
+from topo_env.fitting.fit import main as fit_main
+from topo_env.engine.traces import read_traces
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_openai_server import FakeOpenAIServer  # noqa: E402
@@ -93,7 +93,7 @@ def message_of(rec: dict, role: str, text: str) -> Message:
 
 def expected_requests(records: list[dict], tasks: dict[str, Task]) -> list[list[dict]]:
     """The chat requests every probe call must have sent, rebuilt from the trace alone."""
-    from topo_env.backend import AgentCall
+    from topo_env.engine.team_backend import AgentCall
 
     solo_text = {}
     for r in records:

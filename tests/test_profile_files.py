@@ -5,7 +5,8 @@ import dataclasses
 import pytest
 
 import topo_env
-from topo_env.config import ConfigError, EnvConfig
+from topo_env.frontends.env_config import EnvConfig
+from topo_env.engine.config_checks import ConfigError
 from topo_env.sim.profiles import PROFILES, ProfileFileError, get_profile, load_profile, save_profile
 
 from test_cli import assert_one_line_error, run_program
@@ -61,7 +62,7 @@ def test_a_bad_profile_file_names_file_line_and_field(tmp_path, text, line, fiel
 
 def test_a_missing_or_bad_profile_stops_a_run_with_one_line(tmp_path):
     proc = run_program("train_qmix.py", "--set", f"env.profile={tmp_path / 'nope.yaml'}", "--out", str(tmp_path / "r"))
-    assert_one_line_error(proc, "python train_qmix.py", "nope.yaml", "does not exist", "topo_env.sim.fit")
+    assert_one_line_error(proc, "python train_qmix.py", "nope.yaml", "does not exist", "topo_env.fitting.fit")
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\ndomain: reasoning\nsubjects: []\n")
     proc = run_program("train_qmix.py", "--set", f"env.profile={bad}", "--out", str(tmp_path / "r"))
@@ -72,7 +73,7 @@ def test_the_command_line_tools_take_a_profile_file(tmp_path, capsys):
     """The oracle and the calibration report run on a profile file as on a built-in profile."""
     import json
 
-    from topo_env import oracle
+    from topo_env.references import oracle_cli as oracle
     from topo_env.sim import calibrate
 
     path = tmp_path / "team.yaml"

@@ -1,5 +1,5 @@
 """Render modes of every front-end: ``ansi`` (the transcript), ``rgb_array`` (the round's topology
-picture from topo_env.plots) and ``human`` (that picture in a window, or a PNG where no display
+picture from topo_env.frontends.plots) and ``human`` (that picture in a window, or a PNG where no display
 exists); PettingZoo's own ``render_test``."""
 from __future__ import annotations
 

@@ -12,15 +12,17 @@ import pytest
 import torch
 import yaml
 
-import robustness
+from studies import robustness
 import train_qmix
 from run_checks import ONE_EPISODE_CONFIG
 import topo_env
 from agents_llm.prompts import system_prompt
 from fake_openai_server import FakeOpenAIServer
-from topo_env.baselines import BASELINES
-from topo_env.config import ConfigError, EnvConfig
-from topo_env.sim.batch import BatchSimulator, TaskArrays
+from topo_env.references.baselines import BASELINES
+from topo_env.frontends.env_config import EnvConfig
+from topo_env.engine.config_checks import ConfigError
+from topo_env.sim.batch import TaskArrays
+from topo_env.frontends.comm_batch import CommBatchSimulator
 from topo_env.sim.profiles import get_profile
 
 torch.set_num_threads(1)
@@ -153,7 +155,7 @@ def test_placement_config_errors(kw, words):
 def test_batch_simulator_agrees_with_the_env_under_random_placement(case):
     """Per-episode (B, N) adversary masks: same answers, tokens and rewards as the env."""
     env = topo_env.parallel_env(adversary_position="random", **case)
-    sim = BatchSimulator.from_config(env.config)
+    sim = CommBatchSimulator.from_config(env.config)
     rng = np.random.default_rng(7)
     t, n = case["rounds"], case["n_agents"]
     tasks, noises, actions, rewards, tokens, accs, masks = [], [], [], [], [], [], []
@@ -181,7 +183,7 @@ def test_batch_simulator_agrees_with_the_env_under_random_placement(case):
 
 
 def test_batch_sample_adversaries_and_mask_errors():
-    sim = BatchSimulator(get_profile("mmlu_pro"), 4, 2, adversary_position="random", n_adversaries=2)
+    sim = CommBatchSimulator(get_profile("mmlu_pro"), 4, 2, adversary_position="random", n_adversaries=2)
     masks = sim.sample_adversaries(np.random.default_rng(0), 4000)
     assert masks.shape == (4000, 4) and masks.dtype == bool
     assert (masks.sum(axis=1) == 2).all()
@@ -194,7 +196,7 @@ def test_batch_sample_adversaries_and_mask_errors():
         sim.run(np.ones((2, 4), np.int64), tasks, noise, adversaries=np.zeros((8, 3), bool))
     with pytest.raises(ValueError, match="no honest agent"):
         sim.run(np.ones((2, 4), np.int64), tasks, noise, adversaries=np.ones((8, 4), bool))
-    fixed = BatchSimulator(get_profile("mmlu_pro"), 3, 2, adversarial_agents=(2,))
+    fixed = CommBatchSimulator(get_profile("mmlu_pro"), 3, 2, adversarial_agents=(2,))
     np.testing.assert_array_equal(fixed.sample_adversaries(np.random.default_rng(0), 3), [[False, False, True]] * 3)
 
 

@@ -13,7 +13,7 @@ import train_qmix
 from run_checks import ONE_EPISODE_CONFIG
 from fake_openai_server import FakeOpenAIServer
 from test_llm_resume import tasks_file, train
-from topo_env.cli import RunError
+from topo_env.engine.cli import RunError
 
 torch.set_num_threads(1)
 REPLY = ("ok", "Answer: A\nConfidence: 0.7", {"prompt_tokens": 9, "completion_tokens": 4})

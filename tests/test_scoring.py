@@ -19,7 +19,7 @@ from agents_llm.scoring import (
     score_multiple_choice,
     strip_code_fences,
 )
-from topo_env.tasks import Task
+from topo_env.engine.tasks import Task
 
 
 def needs_math_verify(test):

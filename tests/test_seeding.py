@@ -1,9 +1,9 @@
-"""Every random stream derives from a run's seed in topo_env.seeding, and the streams stay what
+"""Every random stream derives from a run's seed in topo_env.engine.seeding, and the streams stay what
 runs recorded before the module existed (results stay reproducible)."""
 import numpy as np
 import pytest
 
-from topo_env import seeding
+from topo_env.engine import seeding
 from run_checks import ONE_EPISODE_CONFIG
 
 
@@ -14,7 +14,7 @@ def seeds_of_a_run(tmp_path_factory) -> dict[str, list]:
     reset to; ``evaluations``, ``(seed, episodes, split)`` of every evaluate() call (episode k of a
     call plays env seed ``seed + k``)."""
     import train_qmix
-    from topo_env.env import TopologyParallelEnv
+    from topo_env.frontends.parallel_env import TopologyParallelEnv
 
     played = {"training": [], "evaluations": []}
     reset, evaluate = TopologyParallelEnv.reset, train_qmix.evaluate

@@ -14,10 +14,10 @@ import json
 import pytest
 import yaml
 
-import sim2real
+from studies import sim2real
 import train_qmix
 from experiments.fit_recovery import perturb
-from topo_env.sim.fit import write_profile
+from topo_env.fitting.fit import write_profile
 
 BUDGET = 1500
 SMALL = ["--sim-set", "learner.teacher_episodes=0", "--sim-set", "train.validate_every=0",

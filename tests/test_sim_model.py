@@ -11,11 +11,12 @@ import sys
 import numpy as np
 import pytest
 
-from topo_env.sim.batch import BatchRoundSpec, BatchSimulator
+from topo_env.sim.batch import BatchRoundSpec
+from topo_env.frontends.comm_batch import CommBatchSimulator
 from topo_env.sim.model import TRAP_LABEL
 from topo_env.sim.profiles import MODELS, PROFILES, AgentModel, get_model
 from topo_env.sim.tasks import CUE_VOCAB, SimTaskSource, subject_vocab
-from topo_env.tasks import DIFFICULTY_BUCKETS
+from topo_env.engine.tasks import DIFFICULTY_BUCKETS
 
 EPISODES = 20000
 SOLO = np.zeros((2, 3), np.int64)
@@ -23,7 +24,7 @@ FULL = np.ones((2, 3), np.int64)
 
 
 def episodes(name: str, seed: int = 5, rounds: int = 2, **kw):
-    sim = BatchSimulator(PROFILES[name], 3, rounds, **kw)
+    sim = CommBatchSimulator(PROFILES[name], 3, rounds, **kw)
     tasks, noise = sim.sample(np.random.default_rng(seed), EPISODES)
     return sim, tasks, noise
 
@@ -129,7 +130,7 @@ def test_later_rounds_update_and_conformity_is_as_measured():
 def test_debate_is_close_to_a_martingale_beyond_the_vote():
     """Debate or Vote (arXiv 2508.17536): most of the team's gain is the vote of first attempts."""
     sim, tasks, noise = episodes("mmlu_pro")
-    vote = BatchSimulator(PROFILES["mmlu_pro"], 3, 1).run(np.zeros((1, 3), np.int64), tasks, noise).accuracy.mean()
+    vote = CommBatchSimulator(PROFILES["mmlu_pro"], 3, 1).run(np.zeros((1, 3), np.int64), tasks, noise).accuracy.mean()
     debate = sim.run(FULL, tasks, noise).accuracy.mean()
     direct = sim.direct(tasks, noise)[0].mean()
     assert vote - direct > 0.015
@@ -185,7 +186,7 @@ def test_the_adversary_has_no_fingerprint_and_isolating_it_pays():
     state = sim.run_round(sim.initial_state(EPISODES, adversaries), np.zeros((EPISODES, 3), np.int64), tasks, noise)
     most_confident = state.previous.conf.argmax(axis=1)
     assert adversaries[np.arange(EPISODES), most_confident].mean() < 0.4  # chance is 1/3
-    clean, attacked = BatchSimulator(PROFILES["mmlu_pro"], 3, 2), BatchSimulator(PROFILES["mmlu_pro"], 3, 2,
+    clean, attacked = CommBatchSimulator(PROFILES["mmlu_pro"], 3, 2), CommBatchSimulator(PROFILES["mmlu_pro"], 3, 2,
                                                                                   adversarial_agents=(0,))
 
     def drop(actions):
@@ -198,7 +199,7 @@ def test_the_adversary_has_no_fingerprint_and_isolating_it_pays():
 def test_the_decision_node_discounts_answers_a_verified_partner_contradicts():
     """An adversary on a code team: verifying everyone cuts the damage of its vote."""
     sim, tasks, noise = episodes("humaneval", adversarial_agents=(0,))
-    clean = BatchSimulator(PROFILES["humaneval"], 3, 2)
+    clean = CommBatchSimulator(PROFILES["humaneval"], 3, 2)
     verify = np.full((2, 3), 4)
     drop_verified = clean.run(verify, tasks, noise).accuracy.mean() - sim.run(verify, tasks, noise).accuracy.mean()
     drop_solo = clean.run(SOLO, tasks, noise).accuracy.mean() - sim.run(SOLO, tasks, noise).accuracy.mean()
@@ -226,5 +227,5 @@ def test_a_team_can_mix_models_through_the_env_config():
     env = topo_env.parallel_env(profile="mmlu_pro", team=["qwen3-32b", {"name": "mine", "ability": 0.5, "spread": 0.0}])
     env.reset(seed=0)
     assert env.backend.profile.team_models(3, env.config.team)[1].name == "mine"
-    sim = BatchSimulator.from_config(env.config)
+    sim = CommBatchSimulator.from_config(env.config)
     assert sim.team == ("qwen3-32b", "mine", "qwen3-32b")

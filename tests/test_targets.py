@@ -1,11 +1,11 @@
-"""Tests of topo_env.targets.choose_targets and of the targets the env actually uses."""
+"""Tests of topo_env.frontends.targets.choose_targets and of the targets the env actually uses."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from topo_env import parallel_env
-from topo_env.targets import TARGET_RULES, choose_targets
+from topo_env.frontends.targets import TARGET_RULES, choose_targets
 
 QUERY = 2
 
@@ -202,7 +202,7 @@ def test_env_rule_uses_previous_answers(rule):
 @pytest.mark.parametrize("rule", TARGET_RULES)
 @pytest.mark.parametrize("n", [2, 3, 5])
 def test_choose_targets_one_agrees_with_batch(rule, n):
-    from topo_env.targets import choose_targets_one
+    from topo_env.frontends.targets import choose_targets_one
 
     assert list(choose_targets_one(rule, None, None, n)) == choose_targets(rule, None, None, n)[0].tolist()
     rng = np.random.default_rng(50 + n)
@@ -217,7 +217,7 @@ def test_choose_targets_one_agrees_with_batch(rule, n):
 
 
 def test_choose_targets_one_unknown_rule():
-    from topo_env.targets import choose_targets_one
+    from topo_env.frontends.targets import choose_targets_one
 
     with pytest.raises(ValueError, match="'nearest'"):
         choose_targets_one("nearest", None, None, 3)

@@ -13,13 +13,13 @@ import torch
 import train_qmix
 from learners.agent_network import AgentQNetwork
 from learners.teacher import distill, teacher_demonstrations
-from topo_env import headroom
-from topo_env.config import EnvConfig
-from topo_env.oracle import joint_actions
+from topo_env.references import headroom
+from topo_env.frontends.env_config import EnvConfig
+from topo_env.references.oracle import joint_actions
 from topo_env.sim.batch import TaskArrays
 from topo_env.sim.profiles import get_profile
 from topo_env.sim.tasks import CUE_VOCAB, SUBJECT_VOCAB, SimTaskSource, TextReader
-from topo_env.vector_env import SimVectorEnv
+from topo_env.frontends.vector_env import SimVectorEnv
 
 torch.set_num_threads(1)
 SMALL_SEARCH = {"samples": 300, "rerank_samples": 600}
@@ -70,7 +70,7 @@ def test_demonstrations_play_the_readable_reference(small_search):
     assert demos.obs.shape == (300, 2, 3, venv.obs_builder.dim) and demos.actions.shape == (300, 2, 3)
     table = joint_actions(3)
     reader = TextReader(venv.profile)
-    episodes, tasks = venv.draw_episodes(seeds, "train")
+    episodes, tasks = venv.sample_episodes(seeds, "train")
     subjects, _ = reader.read([t.prompt for t in tasks])
     policy = references.policies("adaptive", headroom.readable_rows(subjects), venv.sim)
     np.testing.assert_array_equal(demos.actions[:, 0], table[policy[:, 0]])

@@ -1,4 +1,4 @@
-"""Episode traces (topo_env.traces): both front-ends and both kinds of team write one schema that
+"""Episode traces (topo_env.engine.traces): both front-ends and both kinds of team write one schema that
 holds what every call was shown and answered, the tokens add up, and bad lines are named."""
 import json
 
@@ -7,7 +7,7 @@ import pytest
 
 import topo_env
 from fake_openai_server import FakeOpenAIServer
-from topo_env.traces import SCHEMA, TraceError, read_traces
+from topo_env.engine.traces import SCHEMA, TraceError, read_traces
 
 SECRET = "sk-trace-secret-never-written"
 

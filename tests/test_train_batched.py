@@ -13,7 +13,7 @@ import torch
 import train_qmix
 from run_checks import read_checkpoint
 from learners.config import load_experiment
-from topo_env.config import ConfigError
+from topo_env.engine.config_checks import ConfigError
 
 torch.set_num_threads(1)
 

@@ -16,17 +16,18 @@ import torch
 
 import train_qmix
 from run_checks import ONE_EPISODE_CONFIG
-from learners.agent_network import AgentQNetwork, build_agent_network
+from learners.agent_network import build_agent_network
 from learners.config import load_experiment
 from learners.evaluation import QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint, score_on_simulator
 from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner
-from topo_env.actions import ACTION_NAMES, N_ACTIONS
-from topo_env import headroom
-from topo_env.baselines import BASELINES, FIXED_BASELINES, evaluate_policy, make_baseline
-from topo_env.config import ConfigError, EnvConfig, load_yaml
-from topo_env import seeding
-from topo_env.env import TopologyParallelEnv
+from topo_env.frontends.comm_actions import ACTION_NAMES, N_ACTIONS
+from topo_env.references import headroom
+from topo_env.references.baselines import BASELINES, FIXED_BASELINES, evaluate_policy, make_baseline
+from topo_env.frontends.env_config import EnvConfig
+from topo_env.engine.config_checks import ConfigError, load_yaml
+from topo_env.engine import seeding
+from topo_env.frontends.parallel_env import TopologyParallelEnv
 
 torch.set_num_threads(1)
 

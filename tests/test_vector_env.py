@@ -1,4 +1,4 @@
-"""topo_env.vector_env.SimVectorEnv: B episodes of the PettingZoo env at once on the batch simulator.
+"""topo_env.frontends.vector_env.SimVectorEnv: B episodes of the PettingZoo env at once on the batch simulator.
 
 Every episode is checked against the one-episode env played with the same joint actions: the same
 observations, masks, graphs, global states, rewards, calls, targets and accuracy, round by round.
@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from topo_env.config import EnvConfig
-from topo_env.env import TopologyParallelEnv
-from topo_env.observation import ObservationBuilder, agreement
-from topo_env.vector_env import SimVectorEnv
+from topo_env.frontends.env_config import EnvConfig
+from topo_env.frontends.parallel_env import TopologyParallelEnv
+from topo_env.frontends.observation import ObservationBuilder, agreement
+from topo_env.frontends.vector_env import SimVectorEnv
 
 SETTINGS = [
     {},
@@ -65,7 +65,7 @@ def test_task_indices_and_eval_split_are_the_envs():
     config = EnvConfig()
     venv = SimVectorEnv(config)
     env = TopologyParallelEnv(config)
-    episodes, tasks = venv.draw_episodes([3, 4], split="eval", task_indices=[17, 5])
+    episodes, tasks = venv.sample_episodes([3, 4], split="eval", task_indices=[17, 5])
     for seed, index, task in zip([3, 4], [17, 5], tasks):
         env.reset(seed=seed, options={"split": "eval", "task": index})
         assert env.task == task

@@ -2,7 +2,7 @@
 
     pip install -e '.[test,mutation]'
     nice -n 15 python tools/mutation.py                      # every module in MODULES
-    nice -n 15 python tools/mutation.py topo_env/graph.py    # one module
+    nice -n 15 python tools/mutation.py topo_env/frontends/comm_graph.py    # one module
 
 For each module, the working tree (tracked and untracked, not ignored files) is copied to
 ``WORKDIR/<module>/`` and mutmut runs there with the ``[tool.mutmut]`` settings of pyproject.toml,
@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 MODULES: dict[str, tuple[str, ...]] = {
     "learners/learner.py": ("tests/test_learner_td.py", "tests/test_learner_networks.py"),
     "learners/mixer.py": ("tests/test_learner_networks.py", "tests/test_learner_td.py"),
-    "topo_env/graph.py": ("tests/test_graph.py", "tests/test_executor.py"),
-    "topo_env/executor.py": ("tests/test_executor.py", "tests/test_engine.py"),
-    "topo_env/engine.py": ("tests/test_engine.py", "tests/test_env_api.py", "tests/test_orchestrator.py",
+    "topo_env/frontends/comm_graph.py": ("tests/test_graph.py", "tests/test_executor.py"),
+    "topo_env/engine/executor.py": ("tests/test_executor.py", "tests/test_engine.py"),
+    "topo_env/engine/episode.py": ("tests/test_engine.py", "tests/test_env_api.py", "tests/test_orchestrator.py",
                            "tests/test_executor.py", "tests/test_traces.py"),
 }
 """Each mutated module and the test files that hold it (fast ones: no training runs)."""

@@ -3,7 +3,7 @@
 BenchMARL's own ``PettingZooTask`` builds PettingZoo's bundled envs by name only, so a new env
 comes in as a task class of its own (BenchMARL's "Creating a new task" recipe).
 ``TopoMARLTask.TOPOLOGY.get_from_yaml()`` reads ``benchmarl_topomarl.yaml`` next to this
-module (:class:`~topo_env.config.EnvConfig` keys; ``get_from_yaml(path)`` another file,
+module (:class:`~topo_env.frontends.env_config.EnvConfig` keys; ``get_from_yaml(path)`` another file,
 ``get_task(config={...})`` a dict); the config is validated when the task is built. The env is
 the raw PettingZoo env in TorchRL's ``PettingZooWrapper``, built as BenchMARL builds its
 PettingZoo tasks (categorical actions, the state): one group ``"agent"``, the action mask read
@@ -19,8 +19,9 @@ from benchmarl.environments import PettingZooClass, Task
 from tensordict import TensorDictBase
 from torchrl.envs import EnvBase, PettingZooWrapper
 
-from topo_env.config import EnvConfig, load_yaml
-from topo_env.env import TopologyParallelEnv
+from topo_env.frontends.env_config import EnvConfig
+from topo_env.engine.config_checks import load_yaml
+from topo_env.frontends.parallel_env import TopologyParallelEnv
 
 DEFAULT_YAML = Path(__file__).with_name("benchmarl_topomarl.yaml")
 #: Team-level infos logged at episode ends (BenchMARL key ``collection/episode_end/<key>``).

@@ -37,8 +37,9 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from topo_env.config import ConfigError, EnvConfig
-from topo_env.env import TopologyParallelEnv
+from topo_env.frontends.env_config import EnvConfig
+from topo_env.engine.config_checks import ConfigError
+from topo_env.frontends.parallel_env import TopologyParallelEnv
 
 ENV_ID = "TopoMARL-v0"
 EPYMARL_CONFIG = Path(__file__).with_name("epymarl_topomarl.yaml")
@@ -53,7 +54,7 @@ SUMMED_INFO_KEYS: tuple[str, ...] = ("calls", "round_tokens")
 class TopologyGymmaEnv(gymnasium.Env):
     """N agents in one gymnasium env: tuple observations, list actions, list rewards.
 
-    Build with an :class:`~topo_env.config.EnvConfig` or with its keys as keyword arguments
+    Build with an :class:`~topo_env.frontends.env_config.EnvConfig` or with its keys as keyword arguments
     (what epymarl passes from ``env_args``), e.g. ``TopologyGymmaEnv(rounds=3)``.
     """
 
@@ -97,7 +98,7 @@ class TopologyGymmaEnv(gymnasium.Env):
         return [mask.tolist() for mask in self._masks]
 
     def state(self) -> np.ndarray:
-        """The global state (``state_space``; see :mod:`topo_env.observation`)."""
+        """The global state (``state_space``; see :mod:`topo_env.frontends.observation`)."""
         return self.env.state()
 
     def render(self) -> str | np.ndarray | None:

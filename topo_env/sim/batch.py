@@ -5,29 +5,28 @@ executor with numpy over a batch of episodes. Given the same tasks, noise
 (:func:`topo_env.sim.model.draw_noise`) and actions, it gives the same answers, tokens and
 rewards as the PettingZoo env with ``backend="sim"`` (``tests/test_batch_sim.py`` checks
 episode by episode). A round is a :class:`BatchRoundSpec`: B graphs with who is active and who is verified, the
-batched form of :class:`topo_env.engine.RoundSpec`, so any controller's graphs are scored at batch
+batched form of :class:`topo_env.engine.episode.RoundSpec`, so any controller's graphs are scored at batch
 speed (:meth:`BatchSimulator.run_spec`, :meth:`BatchSimulator.run_specs`). The six CommActions
-are one adapter on top (:meth:`BatchSimulator.run_round`, :meth:`BatchSimulator.run`: open-loop
-action arrays, targets resolved per episode from the previous round). An episode that halts early
+are the PettingZoo front-end's adapter on top (:class:`topo_env.frontends.comm_batch.CommBatchSimulator`:
+open-loop action arrays, targets resolved per episode from the previous round). An episode that halts early
 is one whose remaining rounds are idle (:meth:`BatchRoundSpec.idle`): nobody is called, nothing
 changes, and the decision node reads the same outputs.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
-from topo_env.actions import CommAction
-from topo_env.config import EnvConfig
-from topo_env.graph import PlanCache, build_adjacency_batch
+from topo_env.engine.plan import PlanCache
+from topo_env.engine.roles import TeamPlacement
 from topo_env.sim.model import (
     G0, TRAP_LABEL, U_CODE, U_DRIFT, U_SOLVE, U_TRAP, U_VERIFY, U_WRONG, VERDICT_FAIL, VERDICT_NONE, VERDICT_PASS,
     Z_CONF_ATT, Z_CONF_OUT, Z_CONTENT, Z_REASON, EpisodeNoise, draw_noise, wrong_label_cdf,
 )
 from topo_env.sim.profiles import SimProfile, get_profile
-from topo_env.targets import choose_targets
-from topo_env.tasks import Task
+from topo_env.engine.tasks import Task
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,7 @@ class TaskArrays:
 
 @dataclass(frozen=True)
 class BatchRoundSpec:
-    """One round for B episodes: the batched :class:`topo_env.engine.RoundSpec`.
+    """One round for B episodes: the batched :class:`topo_env.engine.episode.RoundSpec`.
 
     ``adjacency`` (B, N, N) 0/1 (``A[b, u, v]``: in episode b, u's output reaches v), ``active``
     (B, N) bool (who is called; the others keep their last output), ``verify`` (B, N) bool (whose
@@ -108,14 +107,6 @@ class BatchRoundSpec:
         """A round in which nobody is called (what follows an episode's halt)."""
         return cls(np.zeros((batch, n_agents, n_agents), np.int8), np.zeros((batch, n_agents), bool),
                    np.zeros((batch, n_agents), bool))
-
-
-def comm_round_specs(actions: np.ndarray, targets: np.ndarray) -> BatchRoundSpec:
-    """The rounds (B, N) CommActions make with these (B, N) targets: their graphs
-    (:func:`topo_env.graph.build_adjacency_batch`), everyone active, ``execute_verify`` verified."""
-    b, n = actions.shape
-    return BatchRoundSpec(build_adjacency_batch(actions, targets), np.ones((b, n), dtype=bool),
-                          actions == CommAction.EXECUTE_VERIFY)
 
 
 @dataclass
@@ -178,7 +169,8 @@ class BatchResult:
 
 
 class BatchSimulator:
-    """The simulated team for B episodes at once (open-loop action arrays).
+    """The simulated team for B episodes at once, round by round from :class:`BatchRoundSpec` s.
+    ``target_rule`` is kept for the CommAction adapter of the front-end (it resolves targets).
 
     Adversaries: ``adversarial_agents`` (fixed) play adversaries in every episode unless
     :meth:`run` / :meth:`initial_state` get a per-episode (B, N) mask, e.g. from
@@ -190,16 +182,13 @@ class BatchSimulator:
                  adversarial_agents: tuple[int, ...] = (), target_rule: str = "disagree", w_acc: float = 1.25,
                  w_tok: float = 0.10, max_tokens: int = 10000, adversary_position: str = "fixed",
                  n_adversaries: int | None = None, team: tuple | None = None):
-        cfg = EnvConfig(n_agents=n_agents, rounds=rounds, profile=profile.source or profile.name, roles=roles,
-                        adversarial_agents=adversarial_agents, target_rule=target_rule, w_acc=w_acc, w_tok=w_tok,
-                        max_tokens=max_tokens, adversary_position=adversary_position,
-                        n_adversaries=n_adversaries)  # validates
+        placement = TeamPlacement(n_agents, rounds, roles, adversarial_agents, adversary_position, n_adversaries)
         self.profile = profile
-        self.n, self.rounds = n_agents, rounds
-        self.roles = cfg.roles
-        self.adversary_position, self.n_adversaries = cfg.adversary_position, cfg.adversary_count
+        self.n, self.rounds = placement.n_agents, placement.rounds
+        self.roles = placement.roles
+        self.adversary_position, self.n_adversaries = placement.adversary_position, placement.adversary_count
         self.adversarial = np.zeros(n_agents, dtype=bool)  # the fixed placement (none when random)
-        self.adversarial[list(cfg.adversarial_agents)] = True
+        self.adversarial[list(placement.adversarial_agents)] = True
         self.target_rule, self.w_acc, self.w_tok, self.max_tokens = target_rule, w_acc, w_tok, max_tokens
         self._cdf = np.array(wrong_label_cdf(profile))
         self._plans = PlanCache()
@@ -211,7 +200,7 @@ class BatchSimulator:
         self._verif = np.array(profile.verifiability, dtype=np.float64)
 
     @classmethod
-    def from_config(cls, config: EnvConfig, profile: SimProfile | None = None) -> "BatchSimulator":
+    def from_config(cls, config: Any, profile: SimProfile | None = None) -> "BatchSimulator":
         return cls(profile or get_profile(config.profile), config.n_agents, config.rounds, config.roles,
                    config.adversarial_agents, config.target_rule, config.w_acc, config.w_tok, config.max_tokens,
                    config.adversary_position, config.n_adversaries, config.team)
@@ -232,21 +221,6 @@ class BatchSimulator:
         return mask
 
     # -- running -------------------------------------------------------------------------
-    def run(self, actions: np.ndarray, tasks: TaskArrays, noise: EpisodeNoise,
-            adversaries: np.ndarray | None = None) -> BatchResult:
-        """Run B episodes; ``actions`` is (B, T, N) or (T, N) (same sequence for all);
-        ``adversaries`` a (B, N) bool mask (None: the fixed placement)."""
-        b = len(tasks.difficulty)
-        acts = np.asarray(actions, dtype=np.int64)
-        if acts.ndim == 2:
-            acts = np.broadcast_to(acts, (b,) + acts.shape)
-        if acts.shape != (b, self.rounds, self.n):
-            raise ValueError(f"actions must have shape (B, T, N) = {(b, self.rounds, self.n)}, got {acts.shape}")
-        state = self.initial_state(b, adversaries)
-        for t in range(self.rounds):
-            state = self.run_round(state, acts[:, t], tasks, noise)
-        return self.finish(state, tasks, noise)
-
     def initial_state(self, batch: int, adversaries: np.ndarray | None = None) -> BatchState:
         """Before round 0. ``adversaries``: (B, N) bool per-episode placement (None: the fixed one)."""
         if adversaries is None:
@@ -264,21 +238,9 @@ class BatchSimulator:
         return BatchState(0, None, np.zeros(batch, np.int64), np.zeros((batch, self.n), np.int64), [], [], mask,
                           np.zeros((batch, self.n), dtype=bool))
 
-    def run_round(self, state: BatchState, actions: np.ndarray, tasks: TaskArrays, noise: EpisodeNoise) -> BatchState:
-        """One round of (B, N) CommActions: targets from the previous round (the env's
-        ``target_rule``), then the round they make (:func:`comm_round_specs`)."""
-        n = self.n
-        b = actions.shape[0]
-        prev = state.previous
-        if prev is None:
-            targets = np.broadcast_to(choose_targets(self.target_rule, None, None, n), (b, n))
-        else:
-            targets = choose_targets(self.target_rule, prev.label, prev.conf, n)
-        return self.run_spec(state, comm_round_specs(actions, np.ascontiguousarray(targets)), tasks, noise)
-
     def run_spec(self, state: BatchState, spec: BatchRoundSpec, tasks: TaskArrays, noise: EpisodeNoise) -> BatchState:
         """One round for every episode: layers, calls, verification, as the engine runs a
-        :class:`topo_env.engine.RoundSpec` (inactive agents keep their last output)."""
+        :class:`topo_env.engine.episode.RoundSpec` (inactive agents keep their last output)."""
         t, n = state.round, self.n
         adj = spec.adjacency
         b = adj.shape[0]

@@ -20,12 +20,20 @@ import argparse
 
 import numpy as np
 
-from topo_env.cli import profile_name
-from topo_env.sim.batch import BatchSimulator
-from topo_env.sim.profiles import PROFILES, SimProfile, get_profile, with_overrides
-from topo_env.tasks import DEFAULT_ROUNDS
+from topo_env.sim.batch import BatchRoundSpec, BatchSimulator
+from topo_env.sim.profiles import PROFILES, SimProfile, get_profile, profile_argument, with_overrides
+from topo_env.engine.tasks import DEFAULT_ROUNDS
 
 BASE_THETA: float = SimProfile.__dataclass_fields__["theta"].default
+
+
+def _same_graph_every_round(adjacency: np.ndarray, batch: int, rounds: int) -> list[BatchRoundSpec]:
+    """``rounds`` rounds of one (N, N) graph in every episode, everyone active, nobody verified
+    (the fully connected team: all ones off the diagonal; the all-solo team: no edges)."""
+    n = adjacency.shape[0]
+    spec = BatchRoundSpec(np.broadcast_to(adjacency, (batch, n, n)).copy(), np.ones((batch, n), bool),
+                          np.zeros((batch, n), bool))
+    return [spec] * rounds
 
 
 def measure(profile: SimProfile, samples: int = 20000, seed: int = 0) -> dict[str, float]:
@@ -34,8 +42,8 @@ def measure(profile: SimProfile, samples: int = 20000, seed: int = 0) -> dict[st
     sim = BatchSimulator(profile, 3, rounds)
     tasks, noise = sim.sample(np.random.default_rng(seed), samples)
     direct_acc, direct_tok = sim.direct(tasks, noise)
-    full = sim.run(np.ones((rounds, 3), np.int64), tasks, noise)
-    solo = sim.run(np.zeros((rounds, 3), np.int64), tasks, noise)
+    full = sim.run_specs(_same_graph_every_round(1 - np.eye(3, dtype=np.int8), samples, rounds), tasks, noise)
+    solo = sim.run_specs(_same_graph_every_round(np.zeros((3, 3), np.int8), samples, rounds), tasks, noise)
     return {
         "direct_accuracy": float(direct_acc.mean()),
         "full_accuracy": float(full.accuracy.mean()),
@@ -91,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fit", action="store_true", help="refit alpha / rho / theta and print them")
     parser.add_argument("--samples", type=int, default=20000)
-    parser.add_argument("--profile", type=profile_name, nargs="*", default=sorted(PROFILES),
+    parser.add_argument("--profile", type=profile_argument, nargs="*", default=sorted(PROFILES),
                         help="built-in profile names or profile YAML files (default: every built-in profile)")
     args = parser.parse_args(argv)
     header = f"{'profile':<14}{'direct':>8}{'target':>8}{'full':>8}{'target':>8}{'solo':>8}" \

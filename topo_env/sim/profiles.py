@@ -14,6 +14,7 @@ which are modelling choices is said next to each group of fields and in :mod:`to
 """
 from __future__ import annotations
 
+import argparse
 import math
 import random
 from functools import lru_cache
@@ -316,7 +317,7 @@ def get_profile(name: str) -> SimProfile:
         return PROFILES[name]
     except (KeyError, TypeError):
         raise ValueError(f"unknown profile {name!r}; known profiles: {sorted(PROFILES)} "
-                         "(or the path of a profile YAML file, e.g. from python -m topo_env.sim.fit)") from None
+                         "(or the path of a profile YAML file, e.g. from python -m topo_env.fitting.fit)") from None
 
 
 @lru_cache(maxsize=32)
@@ -369,7 +370,7 @@ def load_profile(path) -> SimProfile:
     path = Path(path)
     if not path.is_file():
         raise ProfileFileError(f"profile file {str(path)!r} does not exist; write one with "
-                               "python -m topo_env.sim.fit traces.jsonl --out profile.yaml")
+                               "python -m topo_env.fitting.fit traces.jsonl --out profile.yaml")
     text = path.read_text()
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -463,3 +464,13 @@ def _number(value, what: str) -> float:
 def with_overrides(profile: SimProfile, **overrides) -> SimProfile:
     """A copy of ``profile`` with some parameters changed (for studies and calibration)."""
     return replace(profile, **overrides)
+
+
+def profile_argument(text: str) -> str:
+    """argparse type: a built-in profile's name or the path of a profile YAML file (loaded here, so
+    a bad file is refused with its line and field)."""
+    try:
+        get_profile(text)
+    except (ValueError, OSError) as err:  # ProfileFileError is a ValueError
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text

@@ -28,7 +28,7 @@ import zlib
 import numpy as np
 
 from topo_env.sim.profiles import SimProfile
-from topo_env.tasks import DIFFICULTY_BUCKETS, Task, difficulty_bucket
+from topo_env.engine.tasks import DIFFICULTY_BUCKETS, Task, difficulty_bucket
 
 SPLITS: dict[str, int] = {"train": 0, "eval": 1}
 

@@ -1,12 +1,12 @@
 """The simulated team behind ``backend="sim"``: the model of :mod:`topo_env.sim.model`
-behind the :class:`topo_env.backend.TeamBackend` interface."""
+behind the :class:`topo_env.engine.team_backend.TeamBackend` interface."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from topo_env.backend import AgentCall, AgentReply, Decision, Message, Verdict
+from topo_env.engine.team_backend import AgentCall, AgentReply, Decision, Message, Verdict
 from topo_env.sim.descriptors import descriptor_lines
 from topo_env.sim.model import (
     AgentFeatures, EpisodeNoise, TaskFeatures, draw_noise, simulate_call, simulate_decision, simulate_verdict,
@@ -14,10 +14,10 @@ from topo_env.sim.model import (
 )
 from topo_env.sim.profiles import SimProfile, get_profile
 from topo_env.sim.tasks import SimTaskSource
-from topo_env.tasks import Task
+from topo_env.engine.tasks import Task
 
 if TYPE_CHECKING:
-    from topo_env.config import EnvConfig
+    from topo_env.frontends.env_config import EnvConfig
 
 ROLE_TITLES = {
     "math": "MathSolver",
@@ -55,7 +55,7 @@ class SimTeamBackend:
 
     @classmethod
     def from_config(cls, config: EnvConfig) -> "SimTeamBackend":
-        """The simulated team of ``config.profile`` (the ``"sim"`` factory of :mod:`topo_env.backends`)."""
+        """The simulated team of ``config.profile`` (the ``"sim"`` factory of :mod:`topo_env.engine.backend_registry`)."""
         return cls(get_profile(config.profile), config.team, config.roles, config.descriptors)
 
     # -- episode -------------------------------------------------------------------------

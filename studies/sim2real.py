@@ -1,0 +1,214 @@
+"""From a real team to a learned controller on a budget of real LLM calls: the sim-to-real route.
+
+    python train_qmix.py --config C.yaml --sim2real --real-calls 10000 --out DIR
+
+``C.yaml``'s env is the real team: an LLM backend, or a simulated team standing in for one
+(``env.profile: real.yaml``), whose parameters are never read for training: only its traces and
+rewards, as with an LLM team. The route:
+
+1. **record**: episodes of uniform random joint actions on the real team's train tasks
+   (:func:`topo_env.fitting.explore.record_exploration`), as many as the budget allows (an episode
+   makes at most ``2 N T + 1`` calls), into ``DIR/traces.jsonl``;
+2. **fit** a simulated team to them (:func:`topo_env.fitting.fit.fit_traces`, from the domain's built-in
+   profile), written to ``DIR/fitted.yaml``, its report and predictive check to
+   ``DIR/fit_report.json``;
+3. **train** at simulator scale on the fitted team: ``configs/default.yaml``'s learner and train
+   sections (teacher, batches, replicas) with the real team's layout (agents, rounds, roles, reward,
+   encoder), into ``DIR/sim_run`` (``--sim-set`` overrides them, ``--episodes`` its TD episodes);
+4. **fine-tune** (``--finetune-calls C``): the one-episode loop on the real team from the sim run's
+   networks within C more real calls, into ``DIR/finetune``;
+5. **evaluate** the greedy policy on the real team's held-out tasks against every fixed topology
+   (a simulated real team: also its headroom references, read for this score only).
+
+``DIR/results.json`` holds ``sim2real`` (``real_calls``: every real call spent on training, at most
+the budget; ``record``, ``fitted_profile``, ``fit``, ``sim_run``, ``finetune``) and ``eval`` /
+``qmix_minus`` on the real team as a training run's results.json does.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+
+from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
+from learners.evaluation import (OBSERVATION_LAYOUT, QMIXPolicy, agent_from_checkpoint, held_out_comparison,
+                                 layout_difference, load_checkpoint)
+from topo_env.engine.cli import RunError, closing_note, format_table, points, standard_error_note
+from topo_env.frontends.env_config import EnvConfig
+from topo_env.engine.config_checks import ConfigError
+from topo_env.frontends.parallel_env import TopologyParallelEnv
+from topo_env.fitting.explore import default_pool, record_exploration
+from topo_env.fitting.fit import DEFAULT_BASE, fit_traces, write_profile
+
+TEAM_KEYS = ("n_agents", "rounds", "roles", "personas", "encoder", "embed_dim", "w_acc", "w_tok", "max_tokens",
+             "reward_mode", "target_rule", "adversarial_agents", "adversary_position", "n_adversaries",
+             "disabled_actions")
+"""The real team's env keys the simulated training copies: the episode, the reward and the observation layout."""
+RECORD_CHUNK = 64
+"""Exploration episodes recorded per call of record_exploration, the budget checked between calls."""
+
+
+def max_episode_calls(n_agents: int, rounds: int) -> int:
+    """The most LLM calls one episode can make: a draft and a revision per agent and round, and the
+    decision node's."""
+    return 2 * n_agents * rounds + 1
+
+
+def record(real: ExperimentConfig, path: Path, budget: int, seed: int) -> dict:
+    """Exploration episodes on the real team's train split until the next chunk could pass
+    ``budget`` calls: chunks of at most :data:`RECORD_CHUNK` episodes on one task pool (tasks recur
+    across chunks, so the fit sees several episodes of each). Returns episodes, calls, tokens."""
+    bound = max_episode_calls(real.env.n_agents, real.env.rounds)
+    pool = default_pool(max(1, budget // bound))
+    env = TopologyParallelEnv(dataclasses.replace(real.env, split="train"))
+    spent = {"episodes": 0, "calls": 0, "tokens": 0}
+    try:
+        for chunk in range(1 << 30):
+            episodes = min(RECORD_CHUNK, (budget - spent["calls"]) // bound)
+            if episodes < 1:
+                break
+            part = record_exploration(env, path, episodes, seed=seed * 1_000_003 + chunk, pool=pool)
+            for key in spent:
+                spent[key] += int(part[key])
+    finally:
+        env.close()
+    return {**spent, "pool": pool, "max_calls_per_episode": bound}
+
+
+def sim_training_args(real: ExperimentConfig, fitted: Path, out: Path, seed: int, episodes: int | None,
+                      sim_sets: Sequence[str]) -> list[str]:
+    """train_qmix.py's arguments for training on the fitted team: the default config, the real
+    team's layout (:data:`TEAM_KEYS`), the fitted profile, then ``sim_sets``."""
+    env = real.env.to_dict()
+    sets = [f"env.{key}={json.dumps(env[key])}" for key in TEAM_KEYS if key in env]
+    sets += [f"env.profile={fitted}", "env.backend=sim", f"train.seed={seed}", *sim_sets]
+    args = ["--config", str(DEFAULT_CONFIG), "--out", str(out), "--no-pictures", "--no-progress"]
+    args += ["--episodes", str(episodes)] if episodes else []
+    return args + [x for text in sets for x in ("--set", text)]
+
+
+def run(args, train: Callable[[list[str]], int]) -> int:
+    """``--sim2real`` (module docstring); ``train`` is train_qmix.py's ``main`` (a run from its argv)."""
+    if args.resume or args.init_from or args.seeds or args.trace_out:
+        raise ConfigError("--sim2real runs its own training and evaluation: leave out --resume, --init-from, --seeds "
+                          "and --trace-out")
+    if args.real_calls is None:
+        raise ConfigError("--sim2real needs --real-calls N: the budget of real LLM calls for training")
+    real = load_experiment(args.config, [*args.set, *([f"train.seed={args.seed}"] if args.seed is not None else [])])
+    seed, bound = real.train.seed, max_episode_calls(real.env.n_agents, real.env.rounds)
+    finetune = int(args.finetune_calls or 0)
+    record_budget = args.real_calls - finetune
+    if record_budget < 4 * bound:
+        raise ConfigError(f"--real-calls {args.real_calls} (with --finetune-calls {finetune}): recording needs at least "
+                          f"{4 * bound} calls (4 episodes of at most {bound}); give a larger budget")
+    out = Path(args.out or f"runs/sim2real-seed{seed}")
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+
+    # 1. record the real team
+    traces = out / "traces.jsonl"
+    traces.unlink(missing_ok=True)  # a rerun records afresh
+    say(f"sim2real: recording exploration episodes on the real team (budget {record_budget} calls)")
+    recorded = record(real, traces, record_budget, seed)
+
+    # 2. fit a simulated team to its traces
+    domain = real.env.resolved_domain
+    base = DEFAULT_BASE.get(domain, "mmlu_pro")
+    say(f"sim2real: fitting a simulated team to {recorded['episodes']} episodes ({recorded['calls']} calls), "
+        f"from the built-in {base!r}")
+    team = {k: v for k, v in real.env.to_dict().items() if k not in ("backend", "domain", "profile", "split", "render_mode")}
+    profile, report = fit_traces(traces, base, seed=seed, config=EnvConfig.from_dict({**team, "profile": base}))
+    fitted = out / "fitted.yaml"
+    write_profile(profile, fitted)
+    (out / "fit_report.json").write_text(json.dumps(report, indent=1, default=str))
+
+    # 3. train at simulator scale on the fitted team
+    sim_run = out / "sim_run"
+    say(f"sim2real: training on the fitted team ({sim_run})")
+    if train(sim_training_args(real, fitted, sim_run, seed, args.episodes, args.sim_set)) != 0:
+        raise RunError(f"training on the fitted team failed; its output is in {sim_run}")
+    policy_run, finetune_report = sim_run, None
+
+    # 4. fine-tune on the real team with the calls left (optional)
+    if finetune:
+        spare = args.real_calls - recorded["calls"] - bound  # the episode that reaches the budget still finishes
+        ft_run = out / "finetune"
+        ft_args = ["--config", args.config, "--out", str(ft_run), "--init-from", str(sim_run), "--no-pictures",
+                   "--no-progress", "--episodes", str(max(1, spare)), "--set", f"train.call_budget={max(1, spare)}",
+                   "--set", f"train.seed={seed}", *[x for text in args.set for x in ("--set", text)]]
+        say(f"sim2real: fine-tuning on the real team within {spare} calls ({ft_run})")
+        code = train(ft_args)
+        if code not in (0, 130):  # 130: stopped at its call budget, with a checkpoint
+            raise RunError(f"fine-tuning on the real team failed; its output is in {ft_run}")
+        ft = load_checkpoint(ft_run)[1]
+        finetune_report = {"run": str(ft_run), "episodes": int(ft["episode"]), "calls": int(ft["calls_spent"])}
+        policy_run = ft_run
+
+    # 5. the greedy policy on the real team's held-out tasks
+    say(f"sim2real: the greedy policy and every fixed topology on {real.train.eval_episodes} held-out tasks")
+    results, paired, headroom = evaluate_on_real(real, policy_run, progress=not args.no_progress)
+    real_calls = recorded["calls"] + (finetune_report["calls"] if finetune_report else 0)
+    summary = {"config": real.to_dict(), "eval": {**results, **headroom}, "qmix_minus": paired,
+               "sim2real": {"real_calls": real_calls, "budget": args.real_calls, "record": recorded,
+                            "fitted_profile": str(fitted), "fit_report": str(out / "fit_report.json"),
+                            "fit": fit_summary(report), "sim_run": str(sim_run), "finetune": finetune_report,
+                            "seconds": time.perf_counter() - started}}
+    (out / "results.json").write_text(json.dumps(summary, indent=2, default=str))
+    print_table(summary, real, out)
+    return 0
+
+
+def evaluate_on_real(real: ExperimentConfig, run: Path, progress: bool = True) -> tuple[dict, dict, dict]:
+    """The greedy policy of the training run in ``run`` against every fixed topology on the real
+    team's held-out tasks (:func:`learners.evaluation.held_out_comparison`): ``(results, paired,
+    headroom)``. The run's network is built from its own config; it must read the real team's
+    observations (:data:`learners.evaluation.OBSERVATION_LAYOUT`)."""
+    run_cfg, checkpoint = load_checkpoint(run)
+    differs = layout_difference(real, run_cfg, OBSERVATION_LAYOUT)
+    if differs:
+        raise ConfigError(f"the trained network does not read the real team's observations: {differs}")
+    eval_env = TopologyParallelEnv(dataclasses.replace(real.env, split="eval"))
+    agent = agent_from_checkpoint(checkpoint, run_cfg, eval_env.obs_builder.dim)
+    results, _, _, paired, headroom = held_out_comparison(real, [QMIXPolicy(agent, torch.device("cpu"))], eval_env,
+                                                          progress=progress)
+    return results, paired, headroom
+
+
+def fit_summary(report: dict) -> dict:
+    """What results.json keeps of the fit's report: parameters per status, and the check's fixed
+    topologies (fitted team against the traces)."""
+    statuses: dict[str, int] = {}
+    for row in report.get("parameters", []):
+        statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+    return {"parameters": statuses, "check": (report.get("check") or {}).get("topologies")}
+
+
+def print_table(summary: dict, real: ExperimentConfig, out: Path) -> None:
+    """The closing table: every policy on the real team's held-out tasks, and what training spent."""
+    results, paired = summary["eval"], summary["qmix_minus"]
+    rows = [{"policy": name, "reward": v["reward"], "accuracy (pts)": points(v["accuracy"]),
+             "tokens/task": v.get("tokens_per_task", ""),
+             "qmix - policy (SE)": f"{paired[name]['mean']:+.4f} ({paired[name]['se']:.4f})" if name in paired else ""}
+            for name, v in results.items() if isinstance(v, dict)]
+    s2r = summary["sim2real"]
+    print(f"\nThe real team's held-out tasks ({real.train.eval_episodes} episodes, N={real.env.n_agents}, "
+          f"T={real.env.rounds}):")
+    print(format_table(rows, ("policy", "reward", "accuracy (pts)", "tokens/task", "qmix - policy (SE)")))
+    if results.get("headroom_share") is not None:
+        print(f"headroom share on the real team: {results['headroom_share']:+.2f} (headroom {results['headroom']:+.4f})")
+    notes = [f"real LLM calls spent on training: {s2r['real_calls']} of {s2r['budget']} ({s2r['record']['calls']} recording "
+             f"{s2r['record']['episodes']} exploration episodes"
+             + (f", {s2r['finetune']['calls']} fine-tuning" if s2r["finetune"] else "") + "); the held-out evaluation's "
+             "calls are not training spend.", standard_error_note("qmix - policy (SE)")]
+    print("\n" + closing_note(f"sim2real from {real.env.profile if real.env.backend.kind == 'sim' else real.env.backend.kind}",
+                              notes, [("results", out / "results.json"), ("fitted team", Path(s2r["fitted_profile"])),
+                                      ("fit report", Path(s2r["fit_report"])), ("training run", Path(s2r["sim_run"]))]))
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)

@@ -1,0 +1,118 @@
+"""Numerical pieces shared by the fit's modules (:mod:`topo_env.fitting.fit`, :mod:`topo_env.fitting.fit_updates`):
+stable sigmoid and log-sum-exp, Gauss-Hermite nodes, finite-difference Hessians, standard errors that
+say which parameters the likelihood leaves flat, and the test of a parameter sitting on its bound."""
+from __future__ import annotations
+
+from contextlib import contextmanager, nullcontext
+
+import numpy as np
+
+FLAT = 1e-9  # a Hessian eigenvalue below FLAT x the largest is a flat direction of the likelihood
+LOADING = 0.05  # a parameter loading more than this on a flat direction is not identified
+AT_BOUND = 1e-4  # an estimate this close to a bound (relative to max(1, |bound|)) sits on it
+
+
+def sig(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def log_sig(x):
+    return -np.logaddexp(0.0, -x)
+
+
+def lse(x: np.ndarray, axis: int) -> np.ndarray:
+    """log(sum(exp(x))) along ``axis`` (-inf entries allowed; faster than np.logaddexp.reduce)."""
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    return np.log(np.sum(np.exp(x - m), axis=axis)) + np.squeeze(m, axis=axis)
+
+
+def gauss_hermite(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Hermite nodes and log weights for E[f(Z)], Z ~ N(0, 1)."""
+    x, w = np.polynomial.hermite_e.hermegauss(n)
+    return x, np.log(w / w.sum())
+
+
+def hessian(fun, x: np.ndarray, step: float = 1e-4) -> np.ndarray:
+    """Central-difference Hessian of a scalar function (or Jacobian of a gradient when ``fun``
+    returns (value, grad))."""
+    k = len(x)
+    h = np.zeros((k, k))
+    probe = fun(x)
+    if isinstance(probe, tuple):  # forward differences of the analytic gradient
+        for a in range(k):
+            e = np.zeros(k)
+            e[a] = step * max(1.0, abs(x[a]))
+            h[a] = (fun(x + e)[1] - probe[1]) / e[a]
+        return (h + h.T) / 2
+    f0 = probe
+    steps = np.array([step * 10 * max(1.0, abs(v)) for v in x])
+    for a in range(k):
+        for b in range(a, k):
+            ea, eb = np.zeros(k), np.zeros(k)
+            ea[a], eb[b] = steps[a], steps[b]
+            if a == b:
+                val = (fun(x + ea) - 2 * f0 + fun(x - ea)) / steps[a] ** 2
+            else:
+                val = (fun(x + ea + eb) - fun(x + ea - eb) - fun(x - ea + eb) + fun(x - ea - eb)) / (4 * steps[a] * steps[b])
+            h[a, b] = h[b, a] = val
+    return h
+
+
+def std_errors(h: np.ndarray, basis: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Standard errors and covariance from the Hessian (or information) ``h`` of a negative
+    log-likelihood at its minimum; with ``basis`` (k x r), ``h`` is over the r coordinates of
+    parameters = basis @ coordinates (directions that keep a gauge), and the results are over the k
+    parameters. Directions in which the likelihood is flat (eigenvalue below :data:`FLAT` times the
+    largest, or negative: not a maximum there) carry no information: a parameter that such a
+    direction moves by more than :data:`LOADING` (its unit vector mapped through ``basis``) gets the
+    standard error NaN (not identified) and NaN covariances; the others' come from the inverse on the
+    remaining directions."""
+    r = h.shape[0]
+    basis = np.eye(r) if basis is None else np.asarray(basis, dtype=float)
+    k = basis.shape[0]
+    if r == 0:
+        return np.zeros(k), np.zeros((k, k))
+    if not np.isfinite(h).all():
+        return np.full(k, np.nan), np.full((k, k), np.nan)
+    lam, q = np.linalg.eigh((h + h.T) / 2)
+    top = max(float(np.abs(lam).max()), 1e-300)
+    good = lam > FLAT * top
+    cov = basis @ ((q[:, good] / lam[good]) @ q[:, good].T) @ basis.T
+    moves = basis @ q[:, ~good]
+    moves = moves / np.maximum(np.linalg.norm(moves, axis=0), 1e-300)
+    flat = (np.abs(moves) > LOADING).any(axis=1)
+    cov[flat, :] = np.nan
+    cov[:, flat] = np.nan
+    se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    return se, cov
+
+
+def at_bound(value: float, bounds: tuple[float, float] | None) -> str | None:
+    """``"lower"`` / ``"upper"`` when ``value`` sits on that end of ``bounds`` (within :data:`AT_BOUND`),
+    else None."""
+    if bounds is None:
+        return None
+    lo, hi = bounds
+    if lo is not None and value - lo <= AT_BOUND * max(1.0, abs(lo)):
+        return "lower"
+    if hi is not None and hi - value <= AT_BOUND * max(1.0, abs(hi)):
+        return "upper"
+    return None
+
+
+@contextmanager
+def one_blas_thread():
+    """BLAS on one thread while the fit runs: its optimisers make many tiny BLAS calls, which a
+    multi-threaded OpenBLAS slows down a hundredfold on a busy machine (L-BFGS-B of scipy >= 1.15).
+    Uses threadpoolctl where it is installed, else changes nothing."""
+    import scipy.optimize  # noqa: F401  (loads scipy's BLAS before the limit, so that the limit covers it)
+
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        limits = nullcontext()
+    else:
+        limits = threadpool_limits(1, user_api="blas")
+    with limits:
+        yield

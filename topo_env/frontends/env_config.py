@@ -1,0 +1,246 @@
+"""Typed, validated configuration of the topology env (the ``env:`` section of a YAML config)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from topo_env.engine.config_checks import (
+    ConfigError, as_tuple, check_choice, check_int, check_number, is_int, load_yaml, public_dict,
+)
+from topo_env.frontends.comm_actions import ACTION_NAMES, N_ACTIONS
+from topo_env.frontends.encoders import ENCODERS
+from topo_env.engine.backend_registry import backend_config
+from topo_env.engine.roles import TeamPlacement, default_personas
+from topo_env.sim.profiles import PROFILES, get_model, get_profile, is_profile_path
+from topo_env.sim.tasks import SPLITS
+from topo_env.frontends.targets import TARGET_RULES
+from topo_env.engine.tasks import DOMAINS
+
+REWARD_MODES: tuple[str, ...] = ("sparse", "shaped")
+RENDER_MODES: tuple[str | None, ...] = (None, "ansi", "rgb_array", "human")
+MOVED_TO_BACKEND: tuple[str, ...] = ("llm", "dataset", "train_size")
+"""Old top-level env keys that now live in ``env.backend`` (refused with the nested form)."""
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Everything that defines an env instance. Keys equal the YAML keys and the keyword
+    arguments of :func:`topo_env.parallel_env`.
+
+    Attributes:
+        n_agents: team size N >= 2 (paper: 3).
+        rounds: communication rounds T >= 1 per episode (paper: 3 math, 2 code/reasoning).
+        profile: simulated benchmark profile: a name in ``topo_env.sim.profiles.PROFILES`` or the path
+            of a profile YAML file (``*.yaml``, e.g. written by ``python -m topo_env.fitting.fit``).
+        domain: optional; if given, must be a known domain and match the profile's (the LLM
+            backend needs it: the domain its dataset's tasks are drawn from).
+        backend: who answers, with that backend's keys (:mod:`topo_env.engine.backend_registry`):
+            ``"sim"`` / ``{kind: sim}`` (the calibrated simulated team, the default) or
+            ``{kind: llm, model: ..., base_url: ..., dataset: ..., train_size: ...}``
+            (:class:`~agents_llm.config.LLMBackendConfig`); a string means ``{kind: <string>}``.
+            Built into that kind's frozen config dataclass; ``api_key`` is never written out.
+        roles: role kind per agent (``specialist`` / ``analyzer``); default N-1 specialists
+            then one analyzer, as in the paper's teams.
+        adversarial_agents: with ``adversary_position="fixed"``, the indices of the agents
+            replaced by adversaries in every episode.
+        adversary_position: ``"fixed"`` (the agents in ``adversarial_agents``) or ``"random"``
+            (each episode, ``n_adversaries`` distinct agents drawn uniformly from the episode's
+            seeded RNG after its task and noise: same seed, same placement; a policy must
+            then tell the adversary from its behaviour, not its index).
+        n_adversaries: adversaries per episode. ``"random"`` needs it (1..N-1) and an empty
+            ``adversarial_agents``; with ``"fixed"`` it is best left out (``None``; if given it
+            must equal ``len(adversarial_agents)``). :attr:`adversary_count` is the count either way.
+        w_acc, w_tok, max_tokens: reward R = w_acc * acc - w_tok * min(tokens / max_tokens, 1).
+        reward_mode: ``sparse`` (R at the last round) or ``shaped`` (token penalty per round,
+            same return).
+        target_rule: who selective_query / debate_check point at (``topo_env.frontends.targets``).
+        encoder, embed_dim: task text encoder for observations (``hashed`` or ``minilm``).
+        disabled_actions: actions masked out for every agent (names or indices).
+        split: task split episodes draw from (``train`` or ``eval``: disjoint tasks).
+        render_mode: ``None``, ``"ansi"`` (the transcript), ``"rgb_array"`` (the round's topology picture) or
+            ``"human"`` (that picture in a window, or saved where no display exists).
+        team: the simulated agents' models, one per agent (cycled if shorter): names from
+            ``topo_env.sim.profiles.MODELS`` or mappings ``{name, ability, spread, verbosity}``
+            (:class:`~topo_env.sim.profiles.AgentModel`); ``None``: the profile's team (personas of
+            one model, or ``mmlu_pro_mixed``'s models of different strengths).
+        personas: persona per agent (e.g. "algorithm designer"; see ``topo_env.engine.roles``), in the
+            LLM agents' prompts and in every agent's observation; default: the analyzer is the
+            critical reviewer, specialists take the domain's personas in turn.
+        descriptors: agents end each reply with DyTopo's ``NEED: ...`` and ``OFFER: ...`` lines
+            (what they need from teammates next, what they can give): an LLM team is asked for
+            them in its prompt, the simulated team writes them from its state
+            (:mod:`topo_env.sim.descriptors`). Off by default: the replies, prompts and every
+            figure stay as they were; the DyTopo controller turns it on.
+    """
+
+    n_agents: int = 3
+    rounds: int = 2
+    profile: str = "mmlu_pro"
+    domain: str | None = None
+    backend: Any = "sim"  # after validation: the kind's config dataclass (topo_env.engine.backend_registry)
+    roles: tuple[str, ...] | None = None
+    adversarial_agents: tuple[int, ...] = ()
+    adversary_position: str = "fixed"
+    n_adversaries: int | None = None
+    w_acc: float = 1.25
+    w_tok: float = 0.10
+    max_tokens: int = 10000
+    reward_mode: str = "sparse"
+    target_rule: str = "disagree"
+    encoder: str = "hashed"
+    embed_dim: int = 64
+    disabled_actions: tuple[int, ...] = ()
+    split: str = "train"
+    render_mode: str | None = None
+    personas: tuple[str, ...] | None = None  # None: topo_env.engine.roles.default_personas
+    team: tuple | None = None  # None: the profile's team (topo_env.sim.profiles)
+    descriptors: bool = False
+
+    def __post_init__(self) -> None:
+        placement = TeamPlacement(self.n_agents, self.rounds, self.roles, self.adversarial_agents,
+                                  self.adversary_position, self.n_adversaries)  # validates
+        for key in ("n_agents", "rounds", "roles", "adversarial_agents", "adversary_position", "n_adversaries"):
+            object.__setattr__(self, key, getattr(placement, key))
+        object.__setattr__(self, "_placement", placement)  # not a field: equality and replace() ignore it
+        if is_profile_path(self.profile):
+            try:
+                get_profile(self.profile)
+            except ValueError as e:
+                raise ConfigError(f"profile={self.profile!r}: {e}") from None
+        else:
+            check_choice(self, "profile", tuple(PROFILES))
+        if self.domain is not None:
+            check_choice(self, "domain", DOMAINS)
+        object.__setattr__(self, "backend", backend_config(self.backend))
+        roles = self.roles
+        for key in ("w_acc", "w_tok"):
+            check_number(self, key, 0)
+        check_int(self, "max_tokens", minimum=1)
+        check_choice(self, "reward_mode", REWARD_MODES)
+        check_choice(self, "target_rule", TARGET_RULES)
+        check_choice(self, "encoder", ENCODERS)
+        check_int(self, "embed_dim", minimum=8)
+        disabled = []
+        for a in as_tuple("disabled_actions", self.disabled_actions):
+            if isinstance(a, str) and a in ACTION_NAMES:
+                disabled.append(ACTION_NAMES.index(a))
+            elif is_int(a) and 0 <= a < N_ACTIONS:
+                disabled.append(int(a))
+            else:
+                raise ConfigError(f"disabled_actions contains {a!r}: use action names {list(ACTION_NAMES)} or 0..5")
+        if len(set(disabled)) >= N_ACTIONS:
+            raise ConfigError("disabled_actions disables every action")
+        object.__setattr__(self, "disabled_actions", tuple(sorted(set(disabled))))
+        check_choice(self, "split", tuple(SPLITS))
+        check_choice(self, "render_mode", RENDER_MODES)
+        personas = self.personas
+        if personas is None:
+            personas = default_personas(self.domain or get_profile(self.profile).domain, roles)
+        personas = as_tuple("personas", personas)
+        if len(personas) != self.n_agents:
+            raise ConfigError(f"personas={list(personas)!r} has {len(personas)} entries, n_agents is {self.n_agents}")
+        for persona in personas:
+            if not isinstance(persona, str) or not persona.strip():
+                raise ConfigError(f"personas contains {persona!r}: each must be a non-empty string")
+        object.__setattr__(self, "personas", personas)
+        if not isinstance(self.descriptors, bool):
+            raise ConfigError(f"descriptors={self.descriptors!r}: must be true or false")
+        if self.team is not None:
+            try:  # names stay names; mappings become (hashable) AgentModels
+                team = tuple(m if isinstance(m, str) else get_model(m) for m in as_tuple("team", self.team))
+                get_profile(self.profile).team_models(self.n_agents, team)
+            except ValueError as e:
+                raise ConfigError(f"team: {e}") from None
+            object.__setattr__(self, "team", team)
+        check = getattr(self.backend, "check", None)
+        if check is not None:
+            check(self)
+
+    @property
+    def placement(self) -> TeamPlacement:
+        """Roles and adversaries as the engine's :class:`~topo_env.engine.roles.TeamPlacement`."""
+        return self._placement
+
+    @property
+    def adversary_count(self) -> int:
+        """Adversaries per episode (fixed or random)."""
+        return self.placement.adversary_count
+
+    def draw_adversaries(self, rng: np.random.Generator) -> tuple[int, ...]:
+        """The adversaries of one episode (:meth:`TeamPlacement.draw_adversaries`)."""
+        return self.placement.draw_adversaries(rng)
+
+    @property
+    def resolved_domain(self) -> str:
+        """The domain the team solves: ``domain`` when given, else the profile's."""
+        return self.domain if self.domain is not None else get_profile(self.profile).domain
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any] | None) -> "EnvConfig":
+        """Build from a mapping; an unknown key raises a ConfigError naming it, and the keys that
+        moved under ``backend`` (``llm``, ``dataset``, ``train_size``) one showing the nested form."""
+        values = dict(values or {})
+        moved = [key for key in MOVED_TO_BACKEND if key in values]
+        if moved:
+            raise ConfigError(f"env key(s) {moved} moved under env.backend: write backend: {{kind: llm, model: ..., "
+                              "base_url: ..., dataset: ..., train_size: ...} (keys in topo_env/engine/backend_registry.py)")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"unknown env config key(s) {unknown}; known keys: {sorted(known)}")
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["roles"] = list(self.roles)
+        d["adversarial_agents"] = list(self.adversarial_agents)
+        d["disabled_actions"] = [ACTION_NAMES[a] for a in self.disabled_actions]
+        d["backend"] = public_dict(self.backend)
+        d["personas"] = list(self.personas)
+        if self.team is not None:
+            d["team"] = [m if isinstance(m, str) else dataclasses.asdict(m) for m in self.team]
+        return d
+
+
+def load_env_config(path: str | Path, overrides: dict[str, Any] | None = None) -> EnvConfig:
+    """The ``env:`` section of a YAML config (keys missing there take the defaults),
+    with ``overrides`` applied on top; validated."""
+    data = load_yaml(path)
+    unknown = sorted(set(data) - {"env", "learner", "train", "eval", "llm"})
+    if unknown:
+        raise ConfigError(f"config file {str(path)!r} has unknown section(s) {unknown}")
+    section = data.get("env") or {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"section 'env' of {str(path)!r} must be a mapping")
+    return EnvConfig.from_dict({**section, **(overrides or {})})
+
+
+def env_difference(a: EnvConfig, b: EnvConfig) -> str | None:
+    """``"env.KEY: A against B"`` for the first field where two env configs differ (the backend
+    without its API key), or None when they are equal."""
+    for f in dataclasses.fields(a):
+        va, vb = getattr(a, f.name), getattr(b, f.name)
+        if va != vb:
+            if f.name == "backend":
+                va, vb = public_dict(va), public_dict(vb)
+            return f"env.{f.name}: {va!r} against {vb!r}"
+    return None
+
+
+def nest_legacy_backend(section: dict[str, Any]) -> dict[str, Any]:
+    """An ``env`` section saved before the backend keys were nested (results.json, config.json
+    and checkpoints of older runs) in today's form: ``llm``, ``dataset`` and ``train_size`` move
+    into ``backend``. Sections already nested come back unchanged; meant for saved runs only
+    (hand-written configs with the old keys are refused, see :meth:`EnvConfig.from_dict`)."""
+    if not any(key in section for key in MOVED_TO_BACKEND):
+        return dict(section)
+    section = dict(section)
+    llm, dataset, train_size = (section.pop(key, None) for key in MOVED_TO_BACKEND)
+    if section.get("backend", "sim") == "llm":
+        section["backend"] = {"kind": "llm", **(llm or {}), "dataset": dataset,
+                              **({} if train_size is None else {"train_size": train_size})}
+    return section
