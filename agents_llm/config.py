@@ -10,7 +10,7 @@ from topo_env.engine.config_checks import ConfigError, check_int, check_number
 from topo_env.engine.tasks import DOMAINS
 
 if TYPE_CHECKING:
-    from topo_env.frontends.env_config import EnvConfig
+    from topo_env.engine.team_backend import TeamSettings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,7 +84,7 @@ class LLMBackendConfig(LLMSettings):
             raise ConfigError(f"backend.dataset={self.dataset!r}: must be 'humaneval' or the path of a JSONL task file")
         check_int(self, "train_size", 0, prefix="backend")
 
-    def check(self, env: EnvConfig) -> None:
+    def check(self, env: TeamSettings) -> None:
         """An LLM team solves one domain: ``env.domain`` must be given."""
         if env.domain is None:
             raise ConfigError(f"backend kind 'llm' needs env.domain: one of {list(DOMAINS)}")

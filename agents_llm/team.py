@@ -31,7 +31,7 @@ from topo_env.engine.roles import default_personas
 from topo_env.engine.tasks import Task
 
 if TYPE_CHECKING:
-    from topo_env.frontends.env_config import EnvConfig
+    from topo_env.engine.team_backend import TeamSettings
 
 _PHASES = {"solo": 0, "draft": 1, "revise": 2}
 _DOCTEST = re.compile(r"^\s*>>>\s*(.+)\n\s*([^\n>].*)$", re.MULTILINE)
@@ -85,7 +85,7 @@ class LLMTeamBackend:
         self._episode_key = 0
 
     @classmethod
-    def from_config(cls, config: EnvConfig) -> "LLMTeamBackend":
+    def from_config(cls, config: TeamSettings) -> "LLMTeamBackend":
         """The team ``config.backend`` (an :class:`~agents_llm.config.LLMBackendConfig`) describes:
         its dataset's ``config.domain`` tasks, ``train_size`` of them for training (at least one
         held out). The ``"llm"`` factory of :mod:`topo_env.engine.backend_registry`."""

@@ -1,6 +1,6 @@
 """Per-agent CommAction policies (QMIX, the fixed baselines) as controllers of the orchestrator env.
 
-A :class:`topo_env.references.baselines.Policy` chooses one of the six CommActions per agent from the
+A :class:`topo_env.references.baselines.CommPolicy` chooses one of the six CommActions per agent from the
 PettingZoo env's per-agent observations. :class:`CommActionController` rebuilds exactly those
 observations from the orchestrator's view (:meth:`ObservationBuilder.agent_observations`, with the
 round and the joint action it chose last), resolves the targets of ``selective_query`` /
@@ -17,7 +17,7 @@ import numpy as np
 
 from controllers.base import Controller, graph_action
 from topo_env.frontends.comm_actions import N_ACTIONS
-from topo_env.references.baselines import Policy, make_baseline
+from topo_env.references.baselines import CommPolicy, make_baseline
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.frontends.encoders import make_encoder
 from topo_env.frontends.parallel_env import comm_round_spec
@@ -32,13 +32,13 @@ def observation_builder(config: EnvConfig) -> ObservationBuilder:
 
 
 class CommActionController(Controller):
-    """Plays a per-agent :class:`~topo_env.references.baselines.Policy` (``policy.act(observations, infos)`` ->
+    """Plays a per-agent :class:`~topo_env.references.baselines.CommPolicy` (``policy.act(observations, infos)`` ->
     ``{"agent_i": action}``) as a graph-mode controller. ``seed`` seeds the per-episode seeds
     handed to ``policy.reset`` (the random baseline's draws)."""
 
     mode = "graph"
 
-    def __init__(self, policy: Policy, config: EnvConfig, seed: int = 0, name: str | None = None):
+    def __init__(self, policy: CommPolicy, config: EnvConfig, seed: int = 0, name: str | None = None):
         self.policy, self.config = policy, config
         self.name = name or policy.name
         self.builder = observation_builder(config)

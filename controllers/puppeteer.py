@@ -329,7 +329,7 @@ class PuppeteerController(Controller):
     def fit(self, env: gymnasium.Env, episodes: int, seed: int, progress: bool = False) -> FitReport:
         """REINFORCE on ``episodes`` train-split episodes (reset seeds :func:`train_seed`), one
         Adam step per ``episodes_per_update`` episodes."""
-        if getattr(env.unwrapped, "mode", "next_agent") != "next_agent":
+        if not isinstance(env.action_space, gymnasium.spaces.Discrete):  # next_agent: Discrete(N + 1)
             raise ValueError("PuppeteerController.fit needs an orchestrator env with mode='next_agent'")
         self._rng = np.random.default_rng([self.seed, int(seed), 1])
         batch = self.config.episodes_per_update

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from experiments.observable_headroom import map_reading
-from topo_env.engine.cli import profile_name
+from topo_env.sim.profiles import profile_argument
 from topo_env.references.headroom import hidden_context, play_policies, play_references, select_references
 from topo_env.references.oracle import sample_episodes
 from topo_env.sim.batch import BatchSimulator
@@ -28,7 +28,7 @@ from topo_env.sim.profiles import get_profile
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--profile", type=profile_name, default="mmlu_pro")
+    p.add_argument("--profile", type=profile_argument, default="mmlu_pro")
     p.add_argument("--episodes", type=int, nargs="+", default=[1000, 2000, 4000, 8000])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--held-out", type=int, default=20000)

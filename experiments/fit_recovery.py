@@ -99,7 +99,7 @@ def perturb(name: str, seed: int) -> tuple[object, object]:
 
 def env_config(truth) -> EnvConfig:
     """The env the team is recorded and scored in: 3 agents, the domain's rounds, default reward."""
-    return EnvConfig(n_agents=3, rounds=DEFAULT_ROUNDS[truth.domain], profile=truth.task_set)
+    return EnvConfig.from_dict({"n_agents": 3, "rounds": DEFAULT_ROUNDS[truth.domain], "profile": truth.task_set})
 
 
 def record(truth_path: Path, truth, path: Path, episodes: int, seed: int) -> dict:

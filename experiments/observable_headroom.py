@@ -1,6 +1,6 @@
 """What adapting earns when the context comes from reading the task text, not from hidden variables.
 
-The headroom reference (``python -m topo_env.references.oracle --headroom``) knows each task's true subject
+The headroom reference (``python -m topo_env.references.oracle_cli --headroom``) knows each task's true subject
 and difficulty bucket. A learned controller sees only the task text, whose cue words name the
 subject and the bucket with the profile's fidelities (``topo_env/sim/tasks.py``). This study runs
 the same search (:func:`topo_env.references.headroom.measure_headroom`) with the context a Bayes-optimal reader
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from topo_env.engine.cli import profile_name
+from topo_env.sim.profiles import profile_argument
 from topo_env.references.headroom import format_headroom, hidden_context, measure_headroom
 from topo_env.sim.batch import TaskArrays
 from topo_env.sim.profiles import get_profile
@@ -60,7 +60,7 @@ def observed_context(profile_name_: str, seed: int):
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--profile", type=profile_name, default="mmlu_pro")
+    p.add_argument("--profile", type=profile_argument, default="mmlu_pro")
     p.add_argument("--adversary", choices=("none", "random"), default="none")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-bucket", action="store_true", help="context: MAP subject and adversaries only")

@@ -30,7 +30,7 @@ import numpy as np
 import topo_env
 from learners.seeds import mean_and_se
 from topo_env.fitting.explore import record_exploration
-from topo_env.fitting.fit import fit, load_traces, write_profile
+from topo_env.fitting.fit import fit_profile, load_traces, write_profile
 from topo_env.sim.profiles import get_profile, with_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         traces = out / "traces.jsonl"
         traces.unlink(missing_ok=True)
         record_traces(traces, "mmlu_pro", args.trace_episodes, seed=0, pool=1000)
-        profile, _ = fit(load_traces([traces]), get_profile("mmlu_pro"))
+        profile, _ = fit_profile(load_traces([traces]), get_profile("mmlu_pro"))
         write_profile(profile, fitted_path)
         write_profile(perturbed(get_profile(str(fitted_path)), seed=0), real_path)
     pretrained = out / "pretrained"

@@ -29,7 +29,7 @@ from topo_env.frontends.vector_env import SimVectorEnv
 
 @dataclass
 class EpisodeBatch:
-    """B finished episodes in the replay's layout (:class:`learners.buffer.EpisodeRecord`'s fields
+    """B finished episodes in the replay's layout (:class:`learners.buffer.ReplayEpisode`'s fields
     with a leading batch dimension): ``obs`` (B, T, N, D), ``state`` (B, T, S), ``adjacency`` (B,
     T, N, N) float32 (the graph seen before round t), ``mask`` (B, T, N, A) bool, ``actions`` (B,
     T, N) int64, ``reward`` (B, T) float32, ``terminated`` (B, T) bool, and ``policy_version``."""
@@ -99,7 +99,7 @@ class BatchEpisodeRunner:
     def state_dim(self) -> int:
         """S of the recorded global state: the env's, plus the privileged features when on."""
         extra = self.venv.privileged_dim if self.privileged else 0
-        return self.venv.obs_builder.state_dim + extra
+        return self.venv.state_dim + extra
 
     def run(self, seeds: Sequence[int], epsilon: float | np.ndarray, rng: np.random.Generator, split: str = "train",
             team_explore: float = 0.0, deviation_explore: float = 0.0, deviation_rank_decay: float = 1.0,

@@ -8,7 +8,7 @@ import numpy as np
 
 
 @dataclass
-class EpisodeRecord:
+class ReplayEpisode:
     """One finished episode, T rounds of N agents.
 
     ``obs[t]`` / ``state[t]`` / ``adjacency[t]`` / ``mask[t]`` are what the agents saw
@@ -61,7 +61,7 @@ class EpisodeReplayBuffer:
     def __len__(self) -> int:
         return self.size
 
-    def add(self, episode: EpisodeRecord) -> None:
+    def add(self, episode: ReplayEpisode) -> None:
         for name in self.FIELDS:
             self.data[name][self.position] = getattr(episode, name)
         self.policy_version[self.position] = episode.policy_version

@@ -46,7 +46,7 @@ class LearnerConfig:
         episodes_per_update: updates follow every k-th collected episode only (episodes 0, k,
             2k, ... once the buffer holds the warm-up), so that each gradient step sees more
             fresh episodes; with a k times larger ``batch_size`` and ``buffer_size`` the replay
-            ratio stays the same and the gradient noise falls (docs/learning.md).
+            ratio stays the same and the gradient noise falls (experiments/records/learning.md).
         lr_end: if set, the learning rate falls linearly from ``lr`` to ``lr_end`` over
             ``lr_anneal_episodes`` (None: the whole run), so that Q-values settle instead of
             tracking the reward noise; None keeps ``lr`` constant (the paper's setting).
@@ -92,7 +92,7 @@ class LearnerConfig:
         compile: ``torch.compile`` the update's loss (forward, targets; backward through
             AOTAutograd) and use Adam's fused kernel. The first update compiles (about 30 s on 2
             cores, a C++ compiler on PATH for CPU; cached on disk after), later ones run 5-30%
-            faster (docs/update-speed.md). Fused kernels round differently in the last bits,
+            faster (experiments/records/update-speed.md). Fused kernels round differently in the last bits,
             so a compiled run reproduces compiled runs, not eager ones.
     """
 

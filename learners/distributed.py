@@ -42,7 +42,7 @@ import torch
 from learners.agent_network import build_agent_network
 from learners.config import ExperimentConfig
 from learners.inflight import EpisodesInFlight, sibling_envs
-from learners.runner import EpisodeRunner
+from learners.runner import EpisodeRunner, space_dims
 from learners.schedules import epsilon_at
 from topo_env.frontends.comm_actions import N_ACTIONS
 from topo_env.engine.cli import RunError
@@ -73,7 +73,7 @@ class RolloutWorker:
         self.cfg = cfg
         env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="train"))
         envs = sibling_envs(env, cfg.train.episodes_in_flight)
-        agent = build_agent_network(env.obs_builder.dim, N_ACTIONS, cfg.learner)
+        agent = build_agent_network(space_dims(env)[0], N_ACTIONS, cfg.learner)
         self.runners = [EpisodeRunner(e, agent, torch.device("cpu")) for e in envs]  # one network: its weights
         self.rollouts = EpisodesInFlight(envs)  # change only between batches, and episodes are played on a snapshot
         self.version: int | None = None

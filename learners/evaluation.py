@@ -15,7 +15,7 @@ entry has the same keys:
   watched agents / of the others. Out-degree of u is ``sum_v A[t, u, v]`` (edges u -> v).
 
 The learned policy plays through :class:`QMIXPolicy`, an adapter of the agent network to the
-baselines' ``Policy`` protocol (greedy: the same actions as ``EpisodeRunner.run(0.0, ...)``).
+baselines' ``CommPolicy`` protocol (greedy: the same actions as ``EpisodeRunner.run(0.0, ...)``).
 On the simulated team a greedy QMIXPolicy is played by the batch simulator instead
 (:func:`evaluate_batched`): :data:`BATCH_EPISODES` episodes at once, one network call per round
 for all of them; the episodes, actions and figures are those of the one-by-one loop (the
@@ -42,8 +42,8 @@ from learners.inflight import EpisodesInFlight
 from learners.runner import select_actions
 from topo_env.frontends.comm_actions import ACTION_NAMES, N_ACTIONS
 from topo_env.references.baselines import (
-    BASELINES, FIXED_BASELINES, EpisodeFigures, Policy, agent_index, check_evaluation, episode_calls, evaluate_policy,
-    make_baseline, open_loop_actions, play_episode, policy_figures, random_joint_actions,
+    BASELINES, FIXED_BASELINES, EpisodeFigures, CommPolicy, agent_index, check_evaluation, episode_calls, evaluate_policy,
+    make_baseline, open_loop_actions, play_comm_episode, policy_figures, random_joint_actions,
 )
 from topo_env.frontends.env_config import nest_legacy_backend
 from topo_env.engine.config_checks import ConfigError
@@ -70,43 +70,55 @@ class EpisodeTrace(NamedTuple):
 
 class TraceRecorder(BaseParallelWrapper):
     """A pass-through wrapper that appends an :class:`EpisodeTrace` to ``traces`` whenever an
-    episode of the wrapped :class:`~topo_env.frontends.parallel_env.TopologyParallelEnv` ends (attributes such as
-    ``config``, ``adjacency`` or ``round`` are read from the wrapped env)."""
+    episode ends, built from what a policy sees (the joint actions it sent and the infos that came
+    back: ``sent_to``, ``target``) and the env's ``episode_summary()`` once the episode is over.
+    ``astep`` records the same way for episodes in flight."""
 
     def __init__(self, env):
         super().__init__(env)
         self.traces: list[EpisodeTrace] = []
+        self._steps: list[tuple[dict, dict]] = []
         self._episode_return = 0.0
 
     def reset(self, seed: int | None = None, options: dict | None = None):
-        self._episode_return = 0.0
+        self._steps, self._episode_return = [], 0.0
         return self.env.reset(seed=seed, options=options)
 
     def step(self, actions):
-        obs, rewards, terminations, truncations, infos = self.env.step(actions)
-        first = self.env.possible_agents[0]
-        self._episode_return += float(rewards[first])
+        return self._record(actions, self.env.step(actions))
+
+    async def astep(self, actions):
+        return self._record(actions, await self.env.astep(actions))
+
+    def _record(self, actions, result):
+        obs, rewards, terminations, truncations, infos = result
+        names = self.env.possible_agents
+        self._steps.append((actions, infos))
+        self._episode_return += float(rewards[names[0]])
         if not self.env.agents:
-            self.traces.append(trace_of(self.env.unwrapped, self._episode_return, infos[first]))
+            self.traces.append(trace_of_steps(names, self._episode_return, self._steps,
+                                              self.env.unwrapped.episode_summary()))
         return obs, rewards, terminations, truncations, infos
 
 
-def trace_of(env, episode_return: float, last_info: dict) -> EpisodeTrace:
-    """The trace of ``env``'s episode that just ended (``last_info``: an agent's last infos)."""
-    history = env.history
-    n = env.n_agents
-    adjacency = np.stack([r.adjacency for r in history]).astype(np.int8)
+def trace_of_steps(names: Sequence[str], episode_return: float, steps: Sequence[tuple[dict, dict]],
+                   summary: dict[str, Any]) -> EpisodeTrace:
+    """The trace of an episode that just ended, from its steps' ``(joint action, infos)`` and its
+    ``episode_summary()``."""
+    n = len(names)
+    actions = np.array([[int(joint[a]) for a in names] for joint, _ in steps], dtype=np.int64)
+    adjacency = np.array([[infos[a]["sent_to"] for a in names] for _, infos in steps], dtype=np.int8)
+    targets = np.array([[infos[a]["target"] for a in names] for _, infos in steps], dtype=np.int64)
+    last = steps[-1][1][names[0]]
     return EpisodeTrace(
-        reward=float(episode_return), accuracy=float(last_info["accuracy"]), tokens=int(last_info["team_tokens"]),
-        density=float(adjacency.sum(axis=(1, 2)).mean() / (n * (n - 1))),
-        actions=np.array([r.actions for r in history], dtype=np.int64), adjacency=adjacency,
-        targets=np.array([r.targets for r in history], dtype=np.int64),
-        bucket=env.task.metadata.get("bucket"), adversaries=tuple(env.adversaries),
+        reward=float(episode_return), accuracy=float(last["accuracy"]), tokens=int(last["team_tokens"]),
+        density=float(adjacency.sum(axis=(1, 2)).mean() / (n * (n - 1))), actions=actions, adjacency=adjacency,
+        targets=targets, bucket=summary["bucket"], adversaries=tuple(summary["adversaries"]),
     )
 
 
 class QMIXPolicy:
-    """The agent network as a baselines ``Policy``: each agent takes its best valid action
+    """The agent network as a baselines ``CommPolicy``: each agent takes its best valid action
     (``epsilon > 0``: epsilon-greedy with :func:`learners.runner.select_actions`, seeded by
     ``reset(seed)``). The GRU state is carried over the rounds of an episode."""
 
@@ -148,7 +160,7 @@ def evaluate_batched(env, policy: QMIXPolicy, episodes: int, seed: int, split: s
     """The greedy policy's episodes ``seed + k`` (k < ``episodes``) on ``env``'s simulated team,
     :data:`BATCH_EPISODES` at a time through the batch simulator
     (:class:`~topo_env.frontends.vector_env.SimVectorEnv`, one network call per round for all of them); in
-    episode order, each as :func:`~topo_env.references.baselines.play_episode` and :func:`trace_of` give it
+    episode order, each as :func:`~topo_env.references.baselines.play_comm_episode` and :class:`TraceRecorder` give it
     on the PettingZoo env (the same episodes, actions and figures)."""
     env = env.unwrapped
     runner = BatchEpisodeRunner(SimVectorEnv(env.config, encoder=env.encoder), policy.agent, policy.device)
@@ -207,7 +219,7 @@ def summarize_traces(traces: Sequence[EpisodeTrace], rounds: int,
     return summary
 
 
-def evaluate(env, policy: Policy, episodes: int, seed: int, split: str = "eval", progress: bool = True,
+def evaluate(env, policy: CommPolicy, episodes: int, seed: int, split: str = "eval", progress: bool = True,
              watch: Sequence[Sequence[int]] | None = None,
              siblings: Sequence[Any] = ()) -> tuple[dict[str, Any], list[EpisodeTrace]]:
     """Score ``policy`` on ``episodes`` episodes of ``env`` (episode k: env seed ``seed + k``)
@@ -231,9 +243,12 @@ def evaluate(env, policy: Policy, episodes: int, seed: int, split: str = "eval",
     envs = [env, *siblings]
     policies = [policy] + [copy.deepcopy(policy) for _ in siblings]
 
+    recorders = {id(e): TraceRecorder(e) for e in envs}
+
     async def play(slot_env, slot: int, k: int) -> tuple[EpisodeFigures, EpisodeTrace]:
-        played = await play_episode(slot_env, policies[slot], int(seed) + k, split, slot_env.astep)
-        return played, trace_of(slot_env, played.reward, played.last_info)
+        recorder = recorders[id(slot_env)]
+        played = await play_comm_episode(recorder, policies[slot], int(seed) + k, split, recorder.astep)
+        return played, recorder.traces[-1]
 
     done = list(tqdm(EpisodesInFlight(envs).play(range(int(episodes)), play), total=int(episodes),
                      desc=f"evaluate {policy.name}", disable=not progress, file=sys.stderr))

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from learners.agent_network import AgentQNetwork
-from learners.buffer import EpisodeRecord
+from learners.buffer import ReplayEpisode
 from topo_env.references.baselines import FIXED_BASELINES, episode_calls, fixed_joint_action, step_calls
 from topo_env.engine.episode import run_to_end
 from topo_env.frontends.parallel_env import TopologyParallelEnv
@@ -82,7 +82,6 @@ def select_actions_batch(q: np.ndarray, mask: np.ndarray, epsilon: float | np.nd
     b, n, n_actions = q.shape
     epsilon = np.broadcast_to(np.asarray(epsilon, dtype=np.float64), (b,))
     greedy = np.where(mask, q, -np.inf).argmax(axis=2)  # (B, N)
-    rows = np.arange(b)
     team_round = deviation_round = topology_round = np.zeros(b, dtype=bool)
     shares = team_explore > 0.0 or deviation_explore > 0.0 or topology_explore > 0.0
     if shares:
@@ -149,6 +148,11 @@ class EpisodeStats:
     calls: int = 0  # LLM calls: the agents' and the decision node's (topo_env.references.baselines.episode_calls)
 
 
+def space_dims(env: TopologyParallelEnv) -> tuple[int, int]:
+    """(D, S): an agent's observation length and the global state's, read from the env's spaces."""
+    return int(env.observation_space(env.possible_agents[0])["observation"].shape[0]), int(env.state_space.shape[0])
+
+
 class EpisodeRunner:
     """Plays one episode of ``env`` with ``agent``: observe, pick actions, step, record."""
 
@@ -160,7 +164,7 @@ class EpisodeRunner:
     def run(self, epsilon: float, rng: np.random.Generator, seed: int | None = None,
             options: dict | None = None, team_explore: float = 0.0, deviation_explore: float = 0.0,
             deviation_rank_decay: float = 1.0, policy_version: int = 0,
-            topology_explore: float = 0.0) -> tuple[EpisodeRecord, EpisodeStats]:
+            topology_explore: float = 0.0) -> tuple[ReplayEpisode, EpisodeStats]:
         """One episode; ``epsilon`` and the exploration shares as in :func:`select_actions`
         (epsilon 0: greedy); ``policy_version`` is stored in the record."""
         return run_to_end(self._play(epsilon, rng, seed, options, team_explore, deviation_explore,
@@ -169,7 +173,7 @@ class EpisodeRunner:
     async def arun(self, epsilon: float, rng: np.random.Generator, seed: int | None = None,
                    options: dict | None = None, team_explore: float = 0.0, deviation_explore: float = 0.0,
                    deviation_rank_decay: float = 1.0, policy_version: int = 0,
-                   topology_explore: float = 0.0) -> tuple[EpisodeRecord, EpisodeStats]:
+                   topology_explore: float = 0.0) -> tuple[ReplayEpisode, EpisodeStats]:
         """:meth:`run` as a coroutine (through the env's
         :meth:`~topo_env.frontends.parallel_env.TopologyParallelEnv.astep`), for episodes in flight on one event loop
         (:mod:`learners.inflight`)."""
@@ -177,7 +181,7 @@ class EpisodeRunner:
                                 policy_version, topology_explore, step=self.env.astep)
 
     async def _play(self, epsilon, rng, seed, options, team_explore, deviation_explore, deviation_rank_decay,
-                    policy_version, topology_explore, step) -> tuple[EpisodeRecord, EpisodeStats]:
+                    policy_version, topology_explore, step) -> tuple[ReplayEpisode, EpisodeStats]:
         """The episode; ``step``: ``env.astep`` (awaited), or None for ``env.step`` (nothing awaited)."""
         env, n, t_len = self.env, len(self.names), self.env.rounds
         self.agent.eval()  # greedy or not, rollouts never use training-mode layers
@@ -208,7 +212,7 @@ class EpisodeRunner:
             rec["reward"].append(rewards[self.names[0]])
             rec["terminated"].append(terms[self.names[0]])
             q_taken.append(q[np.arange(n), actions])
-        record = EpisodeRecord(
+        record = ReplayEpisode(
             obs=np.stack(rec["obs"]).astype(np.float32), state=np.stack(rec["state"]).astype(np.float32),
             adjacency=np.stack(rec["adjacency"]), mask=np.stack(rec["mask"]), actions=np.stack(rec["actions"]),
             reward=np.array(rec["reward"], np.float32), terminated=np.array(rec["terminated"], bool),
@@ -219,6 +223,6 @@ class EpisodeRunner:
         stats = EpisodeStats(
             reward=float(sum(rec["reward"])), accuracy=float(info["accuracy"]), tokens=int(info["team_tokens"]),
             density=float(graphs.mean(axis=(1, 2)).mean() * n / (n - 1)), actions=record.actions, adjacency=graphs,
-            bucket=env.task.metadata.get("bucket"), q_values=np.stack(q_taken), calls=episode_calls(agent_calls),
+            bucket=env.episode_summary()["bucket"], q_values=np.stack(q_taken), calls=episode_calls(agent_calls),
         )
         return record, stats

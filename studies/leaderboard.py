@@ -44,7 +44,7 @@ import numpy as np
 import yaml
 
 from controllers.registry import ALL_NAMES, LEARNED, LLM_WRITTEN, SIMULATED_NAMES, make_controller
-from topo_env.references.baselines import default_rounds
+from topo_env.engine.tasks import DEFAULT_ROUNDS
 from topo_env.engine.cli import OneLineParser, format_table, run_main
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.engine.config_checks import ConfigError
@@ -83,17 +83,20 @@ class MethodRun:
 
 
 def env_config(profile: str, config_path: str | Path | None) -> EnvConfig:
-    """The comparison's env: the YAML's ``env`` section with ``profile`` (rounds: the profile's
-    unless the YAML sets them)."""
+    """The comparison's env: the YAML's ``env`` section, with the simulated team's profile set to
+    ``profile`` (an LLM team keeps its own tasks); rounds: the YAML's when it sets them for this
+    team, else the paper's for the team's domain."""
     path = Path(config_path) if config_path else DEFAULT_CONFIG
     if not path.is_file():
         raise ConfigError(f"--config {str(path)!r} not found: give a YAML file with an 'env' section")
     data = yaml.safe_load(path.read_text()) or {}
     env = dict(data.get("env") or {})
-    sets_rounds = "rounds" in env and env.get("profile", profile) == profile
-    env["profile"] = profile
-    config = EnvConfig.from_dict(env)  # names a bad profile in one line
-    return config if sets_rounds else replace(config, rounds=default_rounds(config.profile))
+    config = EnvConfig.from_dict(env)
+    sets_rounds = "rounds" in env
+    if config.backend.kind == "sim":
+        sets_rounds = sets_rounds and config.backend.profile == profile
+        config = replace(config, backend=replace(config.backend, profile=profile))  # names a bad profile in one line
+    return config if sets_rounds else replace(config, rounds=DEFAULT_ROUNDS[config.resolved_domain])
 
 
 def config_in_flight(config_path: str | Path | None) -> int:

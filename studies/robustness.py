@@ -40,6 +40,7 @@ import torch
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
 from learners.evaluation import QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint, paired_difference
 from learners.inflight import sibling_envs
+from learners.runner import space_dims
 from topo_env.frontends.comm_actions import ACTION_NAMES
 from topo_env.engine.backend_registry import backend_kinds
 from topo_env.references.baselines import BASELINES, make_baseline
@@ -155,7 +156,7 @@ def policy_names(text: str | None, with_qmix: bool) -> list[str]:
 # -- evaluation ---------------------------------------------------------------------------
 
 
-def run(args: argparse.Namespace, cfg: ExperimentConfig, checkpoint: dict | None, names: list[str],
+def run_study(args: argparse.Namespace, cfg: ExperimentConfig, checkpoint: dict | None, names: list[str],
         position: str | tuple[int, ...]) -> dict[str, Any]:
     """Evaluate every policy clean and attacked; the robustness.json object plus the traces."""
     torch.set_num_threads(cfg.learner.torch_threads)
@@ -172,7 +173,7 @@ def run(args: argparse.Namespace, cfg: ExperimentConfig, checkpoint: dict | None
     try:
         for name in names:
             if name == "qmix":
-                policy = QMIXPolicy(agent_from_checkpoint(checkpoint, cfg, clean_env.obs_builder.dim))
+                policy = QMIXPolicy(agent_from_checkpoint(checkpoint, cfg, space_dims(clean_env)[0]))
             else:
                 policy = make_baseline(name)
             # attacked first: the clean run reports the same agents' out-degree, episode by episode
@@ -218,7 +219,7 @@ def tables(result: dict[str, Any]) -> str:
     episodes, attack = result["episodes"], result["attack"]
     where = "placed at random per episode" if attack["position"] == "random" else f"at agent(s) {attack['position']}"
     env = result["config"]["env"]
-    out = [f"Robustness on {setting_of(env)} (N={env['n_agents']}, T={env['rounds']}), {episodes} held-out episodes "
+    out = [f"Robustness on {EnvConfig.from_dict(env).team_label} (N={env['n_agents']}, T={env['rounds']}), {episodes} held-out episodes "
            f"per policy and condition; {attack['n_adversaries']} adversarial agent(s) {where}.", "",
            "Table 2: accuracy in points (0-100, higher is better) clean and attacked; drop = clean minus attacked, "
            "in points (paired standard error; smaller is more robust)."]
@@ -287,8 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = Path(args.checkpoint)
         out_dir = path if path.is_dir() else path.parent
     else:
-        out_dir = Path(f"runs/robustness-{setting_of(cfg.env.to_dict())}")
-    result = run(args, cfg, checkpoint, names, position)
+        out_dir = Path(f"runs/robustness-{cfg.env.team_label}")
+    result = run_study(args, cfg, checkpoint, names, position)
     out_dir.mkdir(parents=True, exist_ok=True)
     public = {k: v for k, v in result.items() if not k.startswith("_")}
     (out_dir / "robustness.json").write_text(json.dumps(public, indent=2))
@@ -299,18 +300,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(tables(result))
         source = f"checkpoint {args.checkpoint}" if args.checkpoint is not None else \
             f"config {args.config or DEFAULT_CONFIG}"
-        scored = f"{source} on {setting_of(cfg.env.to_dict())}, {result['episodes']} held-out episodes per policy " \
+        scored = f"{source} on {cfg.env.team_label}, {result['episodes']} held-out episodes per policy " \
                  f"and condition"
         notes = ["Accuracy is in points (higher is better); tokens: lower is cheaper.",
                  standard_error_note("drop (pts)")]
         written = [("results (robustness.json)", out_dir / "robustness.json")] + [("plot", p) for p in plots]
         print("\n" + closing_note(scored, notes, written))
     return 0
-
-
-def setting_of(env: dict[str, Any]) -> str:
-    """The simulated profile, or ``llm-<domain>`` for a real LLM team (from ``EnvConfig.to_dict()``)."""
-    return env["profile"] if env["backend"]["kind"] == "sim" else f"{env['backend']['kind']}-{env['domain']}"
 
 
 if __name__ == "__main__":

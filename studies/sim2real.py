@@ -205,7 +205,7 @@ def print_table(summary: dict, real: ExperimentConfig, out: Path) -> None:
              f"{s2r['record']['episodes']} exploration episodes"
              + (f", {s2r['finetune']['calls']} fine-tuning" if s2r["finetune"] else "") + "); the held-out evaluation's "
              "calls are not training spend.", standard_error_note("qmix - policy (SE)")]
-    print("\n" + closing_note(f"sim2real from {real.env.profile if real.env.backend.kind == 'sim' else real.env.backend.kind}",
+    print("\n" + closing_note(f"sim2real from {real.env.team_label}",
                               notes, [("results", out / "results.json"), ("fitted team", Path(s2r["fitted_profile"])),
                                       ("fit report", Path(s2r["fit_report"])), ("training run", Path(s2r["sim_run"]))]))
 

@@ -200,7 +200,7 @@ def test_evaluate_open_loop_runs():
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "topo_env.references.score_baselines", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "topo_env.references.baselines_cli", *args], capture_output=True, text=True,
                           cwd=REPO_ROOT, timeout=120)
 
 

@@ -15,7 +15,7 @@ import torch
 
 from learners.agent_network import AgentQNetwork
 from learners.batch_runner import BatchEpisodeRunner, BatchStats
-from learners.buffer import EpisodeRecord, EpisodeReplayBuffer
+from learners.buffer import ReplayEpisode, EpisodeReplayBuffer
 from learners.runner import EpisodeRunner, pick_in_rows, select_actions, select_actions_batch, topology_library
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.frontends.parallel_env import TopologyParallelEnv
@@ -139,7 +139,7 @@ def test_a_batch_of_one_is_the_one_episode_runner(shares):
 
 
 def test_a_batch_plays_each_episode_as_the_env_plays_its_actions():
-    config = EnvConfig(profile="humaneval")
+    config = EnvConfig.from_dict({"profile": "humaneval"})
     env = TopologyParallelEnv(config)
     batch = BatchEpisodeRunner(SimVectorEnv(config), network(env.obs_builder.dim), "cpu")
     seeds = list(range(40, 100))
@@ -204,7 +204,7 @@ def test_add_batch_stores_what_add_stores():
             part = episodes.take(slice(start, start + size))
             many.add_batch(part)
             for b in range(size):
-                one.add(EpisodeRecord(*(getattr(part, f)[b] for f in EpisodeReplayBuffer.FIELDS[:-1]),
+                one.add(ReplayEpisode(*(getattr(part, f)[b] for f in EpisodeReplayBuffer.FIELDS[:-1]),
                                       policy_version=part.policy_version))
             start += size
         assert (one.position, one.size) == (many.position, many.size)

@@ -20,6 +20,7 @@ from topo_env.engine import backend_registry as backends
 from topo_env.engine.backend_registry import backend_kinds, make_backend, register_backend
 from agents_llm.config import LLMBackendConfig
 from topo_env.sim.config import SimBackendConfig
+from topo_env.sim.profiles import get_profile
 from topo_env.engine.cli import (apply_set, closing_note, format_table, parse_set, points, positive_int,
                           standard_error_note)
 from topo_env.frontends.env_config import EnvConfig, env_difference, nest_legacy_backend
@@ -148,7 +149,7 @@ def test_saved_env_sections_of_older_runs_are_nested():
 
 
 def test_make_backend_builds_each_kind_and_both_draw_tasks_by_index():
-    sim = make_backend(EnvConfig(profile="aime25"))
+    sim = make_backend(EnvConfig.from_dict({"profile": "aime25"}))
     assert isinstance(sim, SimTeamBackend) and sim.task_at("eval", 7) == sim.tasks.task("eval", 7)
     assert sim.task_at("eval", 7).id == "aime25-eval-7"
     llm = make_backend(EnvConfig.from_dict({"domain": "reasoning", "backend": llm_backend(train_size=2)}))
@@ -165,6 +166,10 @@ class EchoBackendConfig:
     kind: str = "echo"
     profile: str = "humaneval"
 
+    @property
+    def domain(self) -> str:  # optional: the domain a team of this kind solves when env.domain is left out
+        return get_profile(self.profile).domain
+
     def check(self, env: EnvConfig) -> None:
         if env.n_agents > 4:
             raise ConfigError(f"backend kind 'echo' serves at most 4 agents, n_agents={env.n_agents}")
@@ -176,7 +181,7 @@ def test_a_registered_backend_is_built_from_its_section(monkeypatch):
 
     def factory(config: EnvConfig) -> SimTeamBackend:
         seen.append(config)
-        return SimTeamBackend.from_config(dataclasses.replace(config, profile=config.backend.profile))
+        return SimTeamBackend.from_config(dataclasses.replace(config, backend=SimBackendConfig(profile=config.backend.profile)))
 
     register_backend("echo", factory, EchoBackendConfig)
     env = topo_env.parallel_env(backend={"kind": "echo", "profile": "aime25"}, rounds=1)
@@ -293,11 +298,11 @@ def test_robustness_without_a_server_names_it(tmp_path):
 
 
 def test_score_baselines_errors_are_one_line():
-    proc = run_program("-m", "topo_env.references.score_baselines", "--policy", "chain", "--profile", "mmlu_pro",
+    proc = run_program("-m", "topo_env.references.baselines_cli", "--policy", "chain", "--profile", "mmlu_pro",
                        "--episodes", "2", "--adversarial", "9")
-    assert_one_line_error(proc, "python -m topo_env.references.score_baselines", "adversarial_agents contains 9")
-    proc = run_program("-m", "topo_env.references.score_baselines", "--policy", "ring")
-    assert_one_line_error(proc, "python -m topo_env.references.score_baselines", "ring")
+    assert_one_line_error(proc, "python -m topo_env.references.baselines_cli", "adversarial_agents contains 9")
+    proc = run_program("-m", "topo_env.references.baselines_cli", "--policy", "ring")
+    assert_one_line_error(proc, "python -m topo_env.references.baselines_cli", "ring")
 
 
 # -- tables and closing notes ----------------------------------------------------------------------
@@ -319,7 +324,7 @@ def test_table_and_note_helpers():
 
 
 def test_score_baselines_table_shows_accuracy_in_points():
-    proc = run_program("-m", "topo_env.references.score_baselines", "--policy", "chain", "--profile", "mmlu_pro",
+    proc = run_program("-m", "topo_env.references.baselines_cli", "--policy", "chain", "--profile", "mmlu_pro",
                        "--episodes", "4", "--no-progress")
     assert proc.returncode == 0, proc.stderr
     header, _, row = proc.stdout.splitlines()[:3]

@@ -497,3 +497,29 @@ def test_minilm_encoder_observations():
         env.step({a: 1 for a in env.agents})
     again, _ = env.reset(seed=3)
     np.testing.assert_array_equal(again["agent_0"]["observation"], first)
+
+
+def test_the_episode_summary_comes_after_the_end_only():
+    """``episode_summary()`` says what the episode was (task, bucket, adversaries) once it has ended
+    and raises before, in both front-ends; the same seed gives the same summary in both."""
+    from topo_env import orchestrator_env
+
+    env = parallel_env(n_agents=3, rounds=2, adversary_position="random", n_adversaries=1)
+    with pytest.raises(RuntimeError, match="once an episode has ended"):
+        env.episode_summary()
+    env.reset(seed=4)
+    env.step({a: 1 for a in env.possible_agents})
+    with pytest.raises(RuntimeError, match="once an episode has ended"):
+        env.episode_summary()
+    env.step({a: 1 for a in env.possible_agents})
+    summary = env.episode_summary()
+    assert summary["adversaries"] == tuple(env.adversaries) and len(summary["adversaries"]) == 1
+    assert summary["task_id"] == env.task.id and summary["bucket"] == env.task.metadata["bucket"]
+    assert summary["subject"] == env.task.metadata["subject"]
+
+    orch = orchestrator_env(n_agents=3, rounds=2, adversary_position="random", n_adversaries=1)
+    orch.reset(seed=4)
+    with pytest.raises(RuntimeError):
+        orch.episode_summary()
+    *_, last, _, _ = orch.step(orch.action_space.sample() | {"halt": 1})
+    assert last and orch.episode_summary() == summary

@@ -66,8 +66,8 @@ class SlowConcurrentBackend(SimTeamBackend):
 
 
 def make_env(backend_cls=RecordingBackend, **kw):
-    cfg = EnvConfig(**kw)
-    return TopologyParallelEnv(cfg, backend=backend_cls(get_profile(cfg.profile)))
+    cfg = EnvConfig.from_dict(kw)
+    return TopologyParallelEnv(cfg, backend=backend_cls(get_profile(cfg.backend.profile)))
 
 
 def check_round(env, backend, r, infos):

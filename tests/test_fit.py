@@ -12,7 +12,7 @@ import pytest
 
 import topo_env
 from topo_env.fitting.explore import record_exploration
-from topo_env.fitting.fit import FitError, fit, fit_records, load_traces, main, write_profile
+from topo_env.fitting.fit import FitError, fit_profile, fit_records, load_traces, main, write_profile
 from topo_env.fitting.fit_report import truth_values
 from topo_env.sim.profiles import get_profile, with_overrides
 
@@ -167,7 +167,7 @@ def test_real_like_traces(fitted, tmp_path):
     data = Data(load_traces([out]), fitted["base"])
     hits = [t.trap == true_traps[t.key] for t in data.tasks if t.trap is not None]
     assert len(hits) > 300 and np.mean(hits) > 0.75
-    profile, report = fit(load_traces([out]), fitted["base"])
+    profile, report = fit_profile(load_traces([out]), fitted["base"])
     notes = " ".join(report["notes"])
     assert "no difficulty" in notes and "no trap" in notes
     r = rows(report)
@@ -221,6 +221,6 @@ def test_missing_file_and_no_usable_calls(fitted, tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text(json.dumps(rec) + "\n")
     with pytest.raises(FitError, match="no usable calls"):
-        fit(load_traces([empty]), fitted["base"], where=str(empty))
+        fit_profile(load_traces([empty]), fitted["base"], where=str(empty))
     with pytest.raises(FitError, match="empty.jsonl.*no usable calls"):
         main([str(empty), "--out", str(tmp_path / "y.yaml")])

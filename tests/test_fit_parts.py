@@ -234,7 +234,7 @@ def test_fit_traces_bad_input(call, match, traces):
 
 
 def test_check_uses_the_env_config(fitted):
-    config = EnvConfig(n_agents=3, rounds=3, profile="mmlu_pro", w_tok=0.0)
+    config = EnvConfig.from_dict({"n_agents": 3, "rounds": 3, "profile": "mmlu_pro", "w_tok": 0.0})
     check = predictive_check(fitted, config, draws=2, episodes=300, replays=1)
     assert check["rounds"] == 3
     for row in check["topologies"]:  # no token penalty: reward = 1.25 accuracy

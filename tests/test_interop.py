@@ -409,7 +409,7 @@ def test_epymarl_config_builds_the_env_with_overrides():
         with_overrides(config, {"env_args.bogus": 1})
     overridden = with_overrides(config, {"env_args.rounds": 3, "env_args.time_limit": 4, "env_args.n_agents": 4,
                                          "env_args.roles": ["specialist", "specialist", "analyzer", "analyzer"],
-                                         "env_args.profile": "humaneval"})
+                                         "env_args.backend.profile": "humaneval"})
     records, stats = epymarl_env(overridden, seed=0, episodes=2)
     for rec in records:
         assert rec["length"] == 3 and rec["terminal"] == [False, False, True]
@@ -429,12 +429,12 @@ def test_epymarl_config_switches_the_backend_by_overrides():
     config = with_overrides(load_yaml(EPYMARL_CONFIG), {
         "env_args.backend.kind": "llm", "env_args.backend.model": "qwen2.5-7b-instruct",
         "env_args.backend.base_url": "http://127.0.0.1:8080/v1", "env_args.backend.dataset": "humaneval",
-        "env_args.backend.cache_path": "runs/cache.sqlite", "env_args.domain": "code", "env_args.profile": "humaneval"})
+        "env_args.backend.cache_path": "runs/cache.sqlite", "env_args.domain": "code"})
     env_config = gymma_env_config(None, {k: v for k, v in config["env_args"].items() if k not in GYMMA_OWN_ARGS})
     assert env_config.backend == LLMBackendConfig(model="qwen2.5-7b-instruct", base_url="http://127.0.0.1:8080/v1",
                                                   dataset="humaneval", cache_path="runs/cache.sqlite")
     bad = with_overrides(load_yaml(EPYMARL_CONFIG), {"env_args.backend.kind": "llm", "env_args.backend.model": "m",
-                                                      "env_args.domain": "code", "env_args.profile": "humaneval"})
+                                                      "env_args.domain": "code"})
     with pytest.raises(ConfigError, match="dataset"):  # an llm backend without its dataset: named
         gymma_env_config(None, {k: v for k, v in bad["env_args"].items() if k not in GYMMA_OWN_ARGS})
 

@@ -6,17 +6,17 @@ import copy
 import numpy as np
 import pytest
 
-from learners.buffer import EpisodeRecord, EpisodeReplayBuffer, unpacked
+from learners.buffer import ReplayEpisode, EpisodeReplayBuffer, unpacked
 
 T, N, D, S, A = 2, 3, 5, 4, 6
 
 
-def make_episode(marker: float, rng: np.random.Generator | None = None) -> EpisodeRecord:
+def make_episode(marker: float, rng: np.random.Generator | None = None) -> ReplayEpisode:
     """An episode whose terminal reward is ``marker`` (and whose other fields are filled with it too)."""
     rng = rng or np.random.default_rng(int(marker))
     mask = rng.random((T, N, A)) < 0.7
     mask[..., 0] = True
-    return EpisodeRecord(
+    return ReplayEpisode(
         obs=np.full((T, N, D), marker, np.float32) + rng.normal(size=(T, N, D)).astype(np.float32),
         state=np.full((T, S), marker, np.float32),
         adjacency=(rng.random((T, N, N)) < 0.5).astype(np.float32),
@@ -169,7 +169,7 @@ def test_state_dict_packs_the_replay_smaller_and_loses_nothing():
         episode = make_episode(k + 1, rng)
         sparse = np.zeros((T, N, 512), np.float32)
         sparse[..., rng.integers(512, size=20)] = rng.normal(size=20).astype(np.float32)
-        buf.add(EpisodeRecord(**{**vars(episode), "obs": sparse}))
+        buf.add(ReplayEpisode(**{**vars(episode), "obs": sparse}))
     state = buf.state_dict()
     assert len(state["data"]["obs"]["zlib"]) < buf.data["obs"].nbytes / 5
     for name, array in unpacked(state)["data"].items():

@@ -140,6 +140,6 @@ def test_sim2real_runs_end_to_end_on_the_real_model(server, tmp_path):
     assert 0 < spent["real_calls"] == spent["record"]["calls"] <= 56 and spent["record"]["episodes"] >= 4
     assert (out / "fitted.yaml").is_file() and json.loads((out / "fit_report.json").read_text())["parameters"]
     trained = json.loads((out / "sim_run" / "config.json").read_text())
-    assert trained["env"]["profile"] == str(out / "fitted.yaml") and trained["env"]["backend"]["kind"] == "sim"
+    assert trained["env"]["backend"]["profile"] == str(out / "fitted.yaml") and trained["env"]["backend"]["kind"] == "sim"
     assert {"qmix", "solo", "full", "chain", "star", "debate", "random"} <= set(result["eval"])
     assert all(result["eval"][name]["episodes"] == 1 for name in ("qmix", "solo", "full"))

@@ -36,7 +36,7 @@ def test_a_profile_file_may_give_only_some_fields(tmp_path):
     p = load_profile(path)
     assert p.subject_names == ("law", "math") and p.alpha == 1.5 and p.w_commit == PROFILES["mmlu_pro"].w_commit
     assert p.team_models(2)[1].skill("law") == pytest.approx(0.6)
-    assert EnvConfig(profile=str(path)).resolved_domain == "reasoning"
+    assert EnvConfig.from_dict({"profile": str(path)}).resolved_domain == "reasoning"
 
 
 @pytest.mark.parametrize("text,line,field,words", [
@@ -57,7 +57,7 @@ def test_a_bad_profile_file_names_file_line_and_field(tmp_path, text, line, fiel
     message = str(err.value)
     assert str(path) in message and f"line {line}" in message and repr(field) in message and words in message
     with pytest.raises(ConfigError, match="bad.yaml"):
-        EnvConfig(profile=str(path))
+        EnvConfig.from_dict({"profile": str(path)})
 
 
 def test_a_missing_or_bad_profile_stops_a_run_with_one_line(tmp_path):

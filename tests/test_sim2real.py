@@ -41,7 +41,7 @@ def route(tmp_path_factory):
     fit, train = sim2real.fit_traces, train_qmix.main
 
     def spying_fit(traces, base, **kwargs):
-        fitted_from.append((traces, base, kwargs["config"].profile))
+        fitted_from.append((traces, base, kwargs["config"].backend.profile))
         return fit(traces, base, **kwargs)
 
     def spying_train(argv):
@@ -73,7 +73,7 @@ def test_it_fits_and_trains_on_traces_never_on_the_real_teams_parameters(route):
     assert fitted_from == [(out / "traces.jsonl", "mmlu_pro", "mmlu_pro")]
     assert len(trained) == 1 and str(real) not in " ".join(trained[0])
     sim_run = json.loads((out / "sim_run" / "config.json").read_text())["env"]
-    assert sim_run["profile"] == str(out / "fitted.yaml") and sim_run["backend"]["kind"] == "sim"
+    assert sim_run["backend"]["profile"] == str(out / "fitted.yaml") and sim_run["backend"]["kind"] == "sim"
     fitted, true = yaml.safe_load((out / "fitted.yaml").read_text()), yaml.safe_load(real.read_text())
     assert fitted != true  # a fit, not a copy
 
@@ -81,7 +81,7 @@ def test_it_fits_and_trains_on_traces_never_on_the_real_teams_parameters(route):
 def test_it_scores_the_greedy_policy_on_the_real_teams_held_out_episodes(route):
     out, real, _, _ = route
     result = json.loads((out / "results.json").read_text())
-    assert result["config"]["env"]["profile"] == str(real)
+    assert result["config"]["env"]["backend"]["profile"] == str(real)
     assert {"qmix", "solo", "full", "chain", "star", "debate", "random"} <= set(result["eval"])
     assert all(result["eval"][name]["episodes"] == 300 for name in ("qmix", "solo", "full"))
     assert set(result["qmix_minus"]) >= {"solo", "full"}

@@ -226,6 +226,6 @@ def test_a_team_can_mix_models_through_the_env_config():
 
     env = topo_env.parallel_env(profile="mmlu_pro", team=["qwen3-32b", {"name": "mine", "ability": 0.5, "spread": 0.0}])
     env.reset(seed=0)
-    assert env.backend.profile.team_models(3, env.config.team)[1].name == "mine"
+    assert env.backend.profile.team_models(3, env.config.backend.team)[1].name == "mine"
     sim = CommBatchSimulator.from_config(env.config)
     assert sim.team == ("qwen3-32b", "mine", "qwen3-32b")

@@ -385,7 +385,7 @@ def test_exponent_floats_parse_as_numbers_in_set_and_yaml(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("learner:\n  lr: 3e-4\n  grad_clip: 1e1\nenv:\n  profile: mmlu_pro\n")
     cfg = load_experiment(path)
-    assert (cfg.learner.lr, cfg.learner.grad_clip, cfg.env.profile) == (3e-4, 10.0, "mmlu_pro")
+    assert (cfg.learner.lr, cfg.learner.grad_clip, cfg.env.backend.profile) == (3e-4, 10.0, "mmlu_pro")
     with pytest.raises(ConfigError, match="learner.lr='1e-3x'"):
         load_experiment(None, ["learner.lr=1e-3x"])
 
@@ -539,7 +539,10 @@ def test_every_shipped_config_loads_and_validates(path):
     cfg = load_experiment(path)
     for section, values in load_yaml(path).items():  # every key written in the file is the value in force
         for key, value in (values or {}).items():
-            got = getattr(getattr(cfg, section), key)
+            if (section, key) in (("env", "profile"), ("env", "team")):  # the sim's keys, nested into env.backend
+                got = getattr(cfg.env.backend, key)
+            else:
+                got = getattr(getattr(cfg, section), key)
             if (section, key) == ("env", "backend"):  # nested: each key written is the value in force
                 written = {"kind": value} if isinstance(value, str) else value
                 got, value = {k: getattr(got, k) for k in written}, written

@@ -21,7 +21,7 @@ Adding a backend::
     @dataclass(frozen=True)
     class EchoBackendConfig:
         kind: str = "echo"
-        def check(self, env): ...        # optional: cross-key checks against the EnvConfig
+        def check(self, env): ...        # optional: cross-key checks against the env config
 
     register_backend("echo", "mypackage.echo:EchoTeam.from_config", EchoBackendConfig)
     topo_env.parallel_env(backend={"kind": "echo"})
@@ -32,15 +32,12 @@ import dataclasses
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
 from topo_env.engine.config_checks import ConfigError, public_dict
+from topo_env.engine.team_backend import TeamBackend, TeamSettings
 
-if TYPE_CHECKING:
-    from topo_env.engine.team_backend import TeamBackend
-    from topo_env.frontends.env_config import EnvConfig
-
-Factory = Union[str, Callable[["EnvConfig"], "TeamBackend"]]
+Factory = Union[str, Callable[[TeamSettings], TeamBackend]]
 """A callable ``factory(env_config) -> TeamBackend``, or its ``"package.module:qualified.name"``
 (imported on first use)."""
 
@@ -77,7 +74,8 @@ def register_backend(kind: str, factory: Factory, config_cls: type, replace: boo
     from the other keys (validated there) and :func:`make_backend` calls ``factory(env_config)``.
 
     ``config_cls``: a frozen dataclass whose ``kind`` field defaults to ``kind``; an optional
-    ``check(env_config)`` method validates it against the rest of the env config. A kind that is
+    ``check(env_config)`` method validates it against the rest of the env config, and an optional
+    ``domain`` attribute names the domain its team solves when ``env.domain`` is left out. A kind that is
     already registered raises ValueError unless ``replace``."""
     if not isinstance(kind, str) or not kind.isidentifier():
         raise ValueError(f"backend kind {kind!r}: must be an identifier-like string")
@@ -129,7 +127,7 @@ def backend_config(value: Any) -> Any:
     return cls(**value)
 
 
-def make_backend(config: EnvConfig) -> TeamBackend:
+def make_backend(config: TeamSettings) -> TeamBackend:
     """The team backend ``config.backend`` names, built by its registered factory."""
     entry = _REGISTRY.get(config.backend.kind)
     if entry is None:
@@ -139,7 +137,7 @@ def make_backend(config: EnvConfig) -> TeamBackend:
     return factory(config)
 
 
-def sibling_backend(backend: TeamBackend, config: EnvConfig) -> TeamBackend:
+def sibling_backend(backend: TeamBackend, config: TeamSettings) -> TeamBackend:
     """A backend for another episode in flight next to ``backend``'s: ``backend.sibling()`` where
     the backend has one (an LLM team: a new team sharing the same client, so all episodes share
     one connection pool and ``max_concurrency``), else a fresh :func:`make_backend` of ``config``."""

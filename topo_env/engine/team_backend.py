@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 from enum import IntEnum
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -88,6 +88,27 @@ class Decision(NamedTuple):
 
     reply: AgentReply
     accuracy: float
+
+
+class TeamSettings(Protocol):
+    """What a backend's factory and config checks read of the env config: the team, its episode
+    and the backend's own config (``backend``, the kind's frozen dataclass). The front-ends'
+    :class:`topo_env.EnvConfig` is one; the engine and the backends never import it."""
+
+    n_agents: int
+    rounds: int
+    domain: str | None
+    backend: Any
+    roles: tuple[str, ...]
+    personas: tuple[str, ...]
+    descriptors: bool
+    adversarial_agents: tuple[int, ...]
+    adversary_position: str
+    n_adversaries: int | None
+    w_acc: float
+    w_tok: float
+    max_tokens: int
+    target_rule: str
 
 
 class TeamBackend(Protocol):

@@ -32,6 +32,7 @@ from topo_env.sim.batch import BatchRoundSpec, TaskArrays
 from topo_env.frontends.comm_batch import CommBatchSimulator
 from topo_env.fitting.fit_stats import one_blas_thread
 from topo_env.sim.model import draw_noise
+from topo_env.sim.config import SimBackendConfig
 from topo_env.sim.profiles import PROFILES, SimProfile
 from topo_env.engine.tasks import DEFAULT_ROUNDS
 
@@ -63,7 +64,7 @@ def simulator(profile: SimProfile, n_agents: int, rounds: int, roles, config: En
 
 
 def trace_tasks(data, profile: SimProfile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per episode of ``data`` (:class:`topo_env.fitting.fit.Data`): its task's difficulty, subject index
+    """Per episode of ``data`` (:class:`topo_env.fitting.fit_data.Data`): its task's difficulty, subject index
     and prompt tokens (the task's own; else its calls shown nothing: prompt minus ``sys_tokens``; else
     ``task_tokens_mean``)."""
     seen: dict[int, list[int]] = {}
@@ -224,7 +225,7 @@ def topology_figures(profile: SimProfile, tasks, n_agents: int, rounds: int, rol
 
 def predictive_check(fitted, config: EnvConfig | None = None, seed: int = 0, episodes: int = EPISODES,
                      draws: int = DRAWS, replays: int = REPLAYS) -> dict:
-    """The predictive check of a fit (``fitted``: :class:`topo_env.fitting.fit.Fitted`, from
+    """The predictive check of a fit (``fitted``: :class:`topo_env.fitting.fit_result.Fitted`, from
     :func:`topo_env.fitting.fit.fit_records`). ``config``: the env the team will be trained in (its
     rounds, roles, target rule and reward weights; None: the traces' agents and roles, their most
     common number of rounds, else the domain's, and the default reward). Seeded by ``seed``."""
@@ -241,8 +242,8 @@ def _check(fitted, config: EnvConfig | None, seed: int, episodes: int, draws: in
     if config is None:
         lengths = [len(r["rounds"]) for r in ok]
         rounds = max(set(lengths), key=lengths.count) if lengths else DEFAULT_ROUNDS[profile.domain]
-        config = EnvConfig(n_agents=n, rounds=rounds, profile=next(p.name for p in PROFILES.values()
-                                                                 if p.domain == profile.domain), roles=roles)
+        built_in = next(p.name for p in PROFILES.values() if p.domain == profile.domain)
+        config = EnvConfig(n_agents=n, rounds=rounds, backend=SimBackendConfig(profile=built_in), roles=roles)
     rounds, roles = config.rounds, tuple(config.roles)
     tasks = trace_tasks(data, profile)
     rng = np.random.default_rng(seed)

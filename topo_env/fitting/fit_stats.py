@@ -1,4 +1,5 @@
-"""Numerical pieces shared by the fit's modules (:mod:`topo_env.fitting.fit`, :mod:`topo_env.fitting.fit_updates`):
+"""Numerical pieces shared by the fit's modules (:mod:`topo_env.fitting.fit_ability`,
+:mod:`topo_env.fitting.fit_updates` and the other parameter groups):
 stable sigmoid and log-sum-exp, Gauss-Hermite nodes, finite-difference Hessians, standard errors that
 say which parameters the likelihood leaves flat, and the test of a parameter sitting on its bound."""
 from __future__ import annotations

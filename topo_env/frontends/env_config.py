@@ -15,7 +15,7 @@ from topo_env.frontends.comm_actions import ACTION_NAMES, N_ACTIONS
 from topo_env.frontends.encoders import ENCODERS
 from topo_env.engine.backend_registry import backend_config
 from topo_env.engine.roles import TeamPlacement, default_personas
-from topo_env.sim.profiles import PROFILES, get_model, get_profile, is_profile_path
+from topo_env.sim.config import SIM_KEYS
 from topo_env.sim.tasks import SPLITS
 from topo_env.frontends.targets import TARGET_RULES
 from topo_env.engine.tasks import DOMAINS
@@ -34,12 +34,13 @@ class EnvConfig:
     Attributes:
         n_agents: team size N >= 2 (paper: 3).
         rounds: communication rounds T >= 1 per episode (paper: 3 math, 2 code/reasoning).
-        profile: simulated benchmark profile: a name in ``topo_env.sim.profiles.PROFILES`` or the path
-            of a profile YAML file (``*.yaml``, e.g. written by ``python -m topo_env.fitting.fit``).
         domain: optional; if given, must be a known domain and match the profile's (the LLM
             backend needs it: the domain its dataset's tasks are drawn from).
         backend: who answers, with that backend's keys (:mod:`topo_env.engine.backend_registry`):
-            ``"sim"`` / ``{kind: sim}`` (the calibrated simulated team, the default) or
+            ``"sim"`` / ``{kind: sim, profile: ..., team: ...}`` (the calibrated simulated team, the
+            default; :class:`~topo_env.sim.config.SimBackendConfig`: ``profile`` a built-in name or a
+            profile YAML file, ``team`` the agents' models; both may be given at the env's top level
+            too, :func:`nest_sim_keys`) or
             ``{kind: llm, model: ..., base_url: ..., dataset: ..., train_size: ...}``
             (:class:`~agents_llm.config.LLMBackendConfig`); a string means ``{kind: <string>}``.
             Built into that kind's frozen config dataclass; ``api_key`` is never written out.
@@ -63,10 +64,6 @@ class EnvConfig:
         split: task split episodes draw from (``train`` or ``eval``: disjoint tasks).
         render_mode: ``None``, ``"ansi"`` (the transcript), ``"rgb_array"`` (the round's topology picture) or
             ``"human"`` (that picture in a window, or saved where no display exists).
-        team: the simulated agents' models, one per agent (cycled if shorter): names from
-            ``topo_env.sim.profiles.MODELS`` or mappings ``{name, ability, spread, verbosity}``
-            (:class:`~topo_env.sim.profiles.AgentModel`); ``None``: the profile's team (personas of
-            one model, or ``mmlu_pro_mixed``'s models of different strengths).
         personas: persona per agent (e.g. "algorithm designer"; see ``topo_env.engine.roles``), in the
             LLM agents' prompts and in every agent's observation; default: the analyzer is the
             critical reviewer, specialists take the domain's personas in turn.
@@ -79,7 +76,6 @@ class EnvConfig:
 
     n_agents: int = 3
     rounds: int = 2
-    profile: str = "mmlu_pro"
     domain: str | None = None
     backend: Any = "sim"  # after validation: the kind's config dataclass (topo_env.engine.backend_registry)
     roles: tuple[str, ...] | None = None
@@ -97,7 +93,6 @@ class EnvConfig:
     split: str = "train"
     render_mode: str | None = None
     personas: tuple[str, ...] | None = None  # None: topo_env.engine.roles.default_personas
-    team: tuple | None = None  # None: the profile's team (topo_env.sim.profiles)
     descriptors: bool = False
 
     def __post_init__(self) -> None:
@@ -106,16 +101,12 @@ class EnvConfig:
         for key in ("n_agents", "rounds", "roles", "adversarial_agents", "adversary_position", "n_adversaries"):
             object.__setattr__(self, key, getattr(placement, key))
         object.__setattr__(self, "_placement", placement)  # not a field: equality and replace() ignore it
-        if is_profile_path(self.profile):
-            try:
-                get_profile(self.profile)
-            except ValueError as e:
-                raise ConfigError(f"profile={self.profile!r}: {e}") from None
-        else:
-            check_choice(self, "profile", tuple(PROFILES))
         if self.domain is not None:
             check_choice(self, "domain", DOMAINS)
         object.__setattr__(self, "backend", backend_config(self.backend))
+        check = getattr(self.backend, "check", None)
+        if check is not None:  # the backend's own cross-key checks (an LLM team's domain, a sim team's size)
+            check(self)
         roles = self.roles
         for key in ("w_acc", "w_tok"):
             check_number(self, key, 0)
@@ -139,7 +130,7 @@ class EnvConfig:
         check_choice(self, "render_mode", RENDER_MODES)
         personas = self.personas
         if personas is None:
-            personas = default_personas(self.domain or get_profile(self.profile).domain, roles)
+            personas = default_personas(self.resolved_domain, roles)
         personas = as_tuple("personas", personas)
         if len(personas) != self.n_agents:
             raise ConfigError(f"personas={list(personas)!r} has {len(personas)} entries, n_agents is {self.n_agents}")
@@ -149,16 +140,6 @@ class EnvConfig:
         object.__setattr__(self, "personas", personas)
         if not isinstance(self.descriptors, bool):
             raise ConfigError(f"descriptors={self.descriptors!r}: must be true or false")
-        if self.team is not None:
-            try:  # names stay names; mappings become (hashable) AgentModels
-                team = tuple(m if isinstance(m, str) else get_model(m) for m in as_tuple("team", self.team))
-                get_profile(self.profile).team_models(self.n_agents, team)
-            except ValueError as e:
-                raise ConfigError(f"team: {e}") from None
-            object.__setattr__(self, "team", team)
-        check = getattr(self.backend, "check", None)
-        if check is not None:
-            check(self)
 
     @property
     def placement(self) -> TeamPlacement:
@@ -176,8 +157,22 @@ class EnvConfig:
 
     @property
     def resolved_domain(self) -> str:
-        """The domain the team solves: ``domain`` when given, else the profile's."""
-        return self.domain if self.domain is not None else get_profile(self.profile).domain
+        """The domain the team solves: ``domain`` when given, else the backend's (the simulated
+        team's profile's)."""
+        if self.domain is not None:
+            return self.domain
+        domain = getattr(self.backend, "domain", None)
+        if domain is None:
+            raise ConfigError(f"backend kind {self.backend.kind!r} names no domain: give env.domain")
+        return domain
+
+    @property
+    def team_label(self) -> str:
+        """What names the team in run folders and tables: the simulated team's profile, or
+        ``<kind>-<domain>`` for another backend (e.g. ``llm-reasoning``)."""
+        if self.backend.kind == "sim":
+            return self.backend.profile
+        return f"{self.backend.kind}-{self.resolved_domain}"
 
     @classmethod
     def from_dict(cls, values: dict[str, Any] | None) -> "EnvConfig":
@@ -189,10 +184,10 @@ class EnvConfig:
             raise ConfigError(f"env key(s) {moved} moved under env.backend: write backend: {{kind: llm, model: ..., "
                               "base_url: ..., dataset: ..., train_size: ...} (keys in topo_env/engine/backend_registry.py)")
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
+        unknown = sorted(set(values) - known - set(SIM_KEYS))
         if unknown:
-            raise ConfigError(f"unknown env config key(s) {unknown}; known keys: {sorted(known)}")
-        return cls(**values)
+            raise ConfigError(f"unknown env config key(s) {unknown}; known keys: {sorted(known | set(SIM_KEYS))}")
+        return cls(**nest_sim_keys(values))
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -201,9 +196,27 @@ class EnvConfig:
         d["disabled_actions"] = [ACTION_NAMES[a] for a in self.disabled_actions]
         d["backend"] = public_dict(self.backend)
         d["personas"] = list(self.personas)
-        if self.team is not None:
-            d["team"] = [m if isinstance(m, str) else dataclasses.asdict(m) for m in self.team]
         return d
+
+
+def nest_sim_keys(values: dict[str, Any]) -> dict[str, Any]:
+    """An env section with the simulated team's keys given at its top level (``profile``, ``team``:
+    the short spelling of YAML files, keyword arguments and ``--set env.profile=...``) in the nested
+    form: they move into ``backend`` (a top-level key wins over the same key in ``backend``). Another
+    backend kind has no such keys: they are dropped, as a YAML written for the simulated team is
+    switched to an LLM one with ``--set env.backend.kind=llm``."""
+    short = {key: values[key] for key in SIM_KEYS if key in values}
+    if not short:
+        return dict(values)
+    backend = values.get("backend", "sim")
+    if isinstance(backend, str):
+        backend = {"kind": backend}
+    elif dataclasses.is_dataclass(backend) and not isinstance(backend, type):
+        backend = {f.name: getattr(backend, f.name) for f in dataclasses.fields(backend)}
+    rest = {key: value for key, value in values.items() if key not in SIM_KEYS}
+    if not isinstance(backend, dict) or backend.get("kind") != "sim":
+        return rest  # another team (e.g. --set env.backend.kind=llm over a sim YAML): the sim's keys do not apply
+    return {**rest, "backend": {**backend, **short}}
 
 
 def load_env_config(path: str | Path, overrides: dict[str, Any] | None = None) -> EnvConfig:

@@ -1,4 +1,14 @@
-"""The orchestrator env: a Gymnasium env in which ONE central controller designs each round.
+"""# topomarl_orchestrator_v0: the Gymnasium env for central controllers
+
+| Import             | ``from topo_env import orchestrator_env``  (``env = orchestrator_env(mode=..., **env_keys)``) |
+|--------------------|------------------------------------------------------------------------------------------------|
+| Actions            | ``mode="graph"``: Dict (a whole round); ``mode="next_agent"``: Discrete(N + 1)                |
+| Agents             | one controller for a team of N = ``n_agents`` LLM agents                                       |
+| Observation Shape  | ``Dict(task=Box((E + 1,)), agents=Box((N, F)), adjacency=MultiBinary((N, N)), round=Discrete(T + 1))`` |
+| Arguments          | ``mode`` and the YAML ``env:`` keys (:class:`~topo_env.frontends.env_config.EnvConfig`; the same as the PettingZoo env's) |
+| Version history    | v0: graph and next_agent modes, recalls, ``halt``, ``outputs`` and ``task_text`` in the infos, ``episode_summary()`` after the end |
+
+ONE central controller designs each round.
 
 The PettingZoo env (:mod:`topo_env.frontends.parallel_env`) lets every agent pick one of six CommActions; here a
 single controller (DyTopo's matcher, AgentConductor's DAG writer, Puppeteer's policy, TacoMAS's
@@ -38,6 +48,8 @@ ValueError naming it and changes nothing. ``info``: ``calls``, ``round_tokens``,
 ``task_text`` (the task's prompt, for controllers that prompt an LLM with it), ``outputs`` (per
 agent: its latest output as ``{"text", "answer", "confidence", "verdict"}``, or
 None before it spoke: what a controller that reads the agents' replies, such as DyTopo's, reads).
+Once the episode has ended, ``env.episode_summary()`` says what it was (``task_id``, ``subject``,
+``bucket``, ``adversaries``); before the end it raises.
 
 ``reset(seed, options)`` takes the PettingZoo env's options (``task``, ``split``,
 ``adversaries``); with the simulated team, seed and options fix the episode completely, and the
@@ -73,7 +85,7 @@ def orchestrator_env(mode: str = "graph", **config: Any) -> "OrchestratorEnv":
 class OrchestratorEnv(EngineFrontEnd, gymnasium.Env):
     """One central controller chooses every round of an LLM team (see the module docstring)."""
 
-    metadata = {"render_modes": ["ansi", "rgb_array", "human"], "render_fps": 1}
+    metadata = {"name": "topomarl_orchestrator_v0", "render_modes": ["ansi", "rgb_array", "human"], "render_fps": 1}
 
     def __init__(self, config: EnvConfig | None = None, mode: str = "graph", backend: TeamBackend | None = None):
         if mode not in MODES:

@@ -1,22 +1,79 @@
-"""The topology environment: a PettingZoo ParallelEnv over LLM-team communication rounds.
+"""# topomarl_v0: the PettingZoo ParallelEnv
 
-One episode is one task and ``rounds`` communication rounds. Each round every agent picks a
-:class:`~topo_env.frontends.comm_actions.CommAction`; the joint action becomes a directed graph
-(:func:`~topo_env.frontends.comm_graph.build_adjacency`, targets from :mod:`topo_env.frontends.targets`) and so a
-:class:`~topo_env.engine.episode.RoundSpec` (everyone active, execute_verify agents verified), which the
-episode engine (:class:`~topo_env.engine.episode.TeamEpisode`) runs. After the last round the decision
-node (FinalRefer) answers and the team is scored. This module is only the translation: the
-engine owns the task, the calls, the tokens, the decision and the reward.
+N LLM agents solve one task together in ``rounds`` communication rounds; each round every agent
+picks how it communicates (one of six CommActions), the joint action becomes the round's graph, the
+team answers and the decision node (FinalRefer) gives the final answer after the last round. The
+reward trades accuracy against tokens (Agent Q-Mix Eq. 12).
 
-Rewards (paper Eq. 12): ``R = w_acc * accuracy - w_tok * min(tokens_used / max_tokens, 1)``.
-``reward_mode="sparse"`` pays R to every agent at the last round (0 before);
-``reward_mode="shaped"`` charges the token penalty round by round (the decision node's
-tokens in the last round) and pays ``w_acc * accuracy`` at the end: the per-round rewards
-sum to the same return.
+| Import             | ``from topo_env import parallel_env``  (``env = parallel_env(**env_keys)``)     |
+|--------------------|---------------------------------------------------------------------------------|
+| Actions            | Discrete                                                                        |
+| Parallel API       | Yes (``is_parallelizable``; ``astep`` for episodes in flight on one event loop) |
+| Agents             | ``agents = ["agent_0", ..., "agent_{N-1}"]``, N = ``n_agents`` (default 3)      |
+| Action Shape       | ``Discrete(6)``                                                                 |
+| Action Values      | 0 solo_process, 1 broadcast_all, 2 selective_query, 3 aggregate_refine,         |
+|                    | 4 execute_verify, 5 debate_check (:mod:`topo_env.frontends.comm_actions`)       |
+| Observation Shape  | ``Dict(observation=Box(float32, (D,)), action_mask=Box(0, 1, (6,), int8))``     |
+| State Shape        | ``Box(float32, (S,))`` (``state()``, the QMIX mixer's input)                    |
 
-Episode end: after the last round the task is answered, so ``terminations`` are True for
-every agent (a true terminal state: no bootstrapping past it), ``truncations`` stay False,
-and ``env.agents == []``.
+## Arguments
+
+Keyword arguments equal the YAML ``env:`` keys (:class:`~topo_env.frontends.env_config.EnvConfig`
+documents each): ``n_agents``, ``rounds``, ``profile``, ``domain``, ``backend`` (``sim`` or ``{kind:
+llm, model, base_url, dataset, ...}``), ``roles``, ``personas``, ``team``, ``adversarial_agents``,
+``adversary_position``, ``n_adversaries``, ``w_acc``, ``w_tok``, ``max_tokens``, ``reward_mode``,
+``target_rule``, ``encoder``, ``embed_dim``, ``disabled_actions``, ``split``, ``render_mode``,
+``descriptors``. A bad value raises one :class:`~topo_env.engine.config_checks.ConfigError` line
+naming it.
+
+## Action space
+
+Each round the joint action becomes a directed graph (:func:`~topo_env.frontends.comm_graph.build_adjacency`;
+``A[u, v] = 1``: u's output reaches v before v answers), with selective_query and debate_check
+pointed at a peer by ``target_rule`` (:mod:`topo_env.frontends.targets`), and so a
+:class:`~topo_env.engine.episode.RoundSpec` (everyone active, execute_verify agents verified) that
+the episode engine (:class:`~topo_env.engine.episode.TeamEpisode`) runs in SCC layers. Actions in
+``disabled_actions`` are 0 in every ``action_mask``; sending one raises a ValueError.
+
+## Observation space
+
+Agent i's ``observation`` (:mod:`topo_env.frontends.observation`): the task text's embedding and
+length, i's id, role and persona, the round, i's previous action, its and the team's tokens, last
+round's degrees, agreement with the team, last confidence and verifier verdict. Adversaries are
+not marked. ``state()``: all observations, the last graph and the round.
+
+## Rewards
+
+``R = w_acc * accuracy - w_tok * min(tokens_used / max_tokens, 1)`` (defaults 1.25 and 0.10).
+``reward_mode="sparse"`` pays R to every agent at the last round (0 before); ``"shaped"`` charges the
+token penalty round by round (the decision node's tokens in the last round) and pays
+``w_acc * accuracy`` at the end: the per-round rewards sum to the same return.
+
+## Episode end
+
+After the last round the task is answered: ``terminations`` are True for every agent (a true
+terminal state: no bootstrapping past it), ``truncations`` stay False, and ``env.agents == []``.
+
+## Infos
+
+Every step, per agent (:data:`INFO_KEYS`): ``calls`` and ``round_tokens`` (this round), ``team_tokens``,
+``edges``, ``density``, ``accuracy`` (0 until the decision), ``target`` (the peer its query or
+debate pointed at, -1 before round 1), ``in_degree``, ``out_degree``, ``tokens_estimated``
+(1 where a server gave no usage), ``sent_to`` (its row of the round's graph). Once the episode
+has ended, ``env.episode_summary()`` says what it was (``task_id``, ``subject``, ``bucket``,
+``adversaries``), for scoring and analysis; before the end it raises.
+
+## Reset
+
+``reset(seed=..., options={"task": Task | int, "split": "train" | "eval", "adversaries": [i, ...]})``:
+an int task picks that index of the split; ``adversaries`` forces the episode's adversary set
+(``[]``: none). With the simulated team, seed and options determine the episode completely.
+
+## Version history
+
+* v0: six CommActions and Eq. 12 as in Agent Q-Mix; a RoundSpec engine under both front-ends,
+  personas and a persona block in the observation, random adversary placement, ``astep`` for
+  episodes in flight, ``sent_to`` in the infos, ``episode_summary()`` after the end.
 """
 from __future__ import annotations
 
@@ -47,6 +104,7 @@ INFO_KEYS: tuple[str, ...] = (
     "calls", "round_tokens", "team_tokens", "edges", "density", "accuracy",
     "target", "in_degree", "out_degree", "tokens_estimated", "sent_to",
 )
+"""The keys of every agent's infos at every step."""
 
 
 def comm_round_spec(actions: list[int], targets: list[int]) -> RoundSpec:
@@ -73,22 +131,16 @@ def parallel_env(**config: Any) -> "TopologyParallelEnv":
 
 
 class TopologyParallelEnv(EngineFrontEnd, ParallelEnv):
-    """N LLM agents choose, each round, how they communicate.
-
-    Spaces (identical for all agents, cached): action ``Discrete(6)``; observation
-    ``Dict(observation=Box(float32, (D,)), action_mask=Box(0, 1, (6,), int8))`` with D
-    given by :class:`~topo_env.frontends.observation.ObservationBuilder`. ``state()`` is a flat
-    float32 vector (``state_space``).
-
-    ``reset(seed=..., options={"task": Task | int, "split": "train" | "eval",
-    "adversaries": [i, ...]})``: an int task picks that index of the split; ``adversaries``
-    forces the episode's adversary set (``[]``: none). With the simulator, seed and options
-    determine the episode completely.
+    """N LLM agents choose, each round, how they communicate (the module docstring is the card:
+    spaces, arguments, rewards, infos).
 
     ``adversaries``: the sorted agent indices playing adversaries this episode (config
-    ``adversary_position``: fixed, or drawn per episode from its seeded RNG after the task
-    and noise, so the same seed gives the same task with or without adversaries). It is
-    never in observations or infos: a policy must tell an adversary from its behaviour.
+    ``adversary_position``: fixed, or drawn per episode from its seeded RNG after the task and
+    noise, so the same seed gives the same task with or without adversaries). Neither the
+    observations nor the infos show it before the last step: a policy must tell an adversary from
+    its behaviour. ``config`` (the env's :class:`EnvConfig`) is its public spec; ``task``,
+    ``history``, ``backend`` and ``episode`` are for the env's own views (render, transcript,
+    traces), not for policies.
     """
 
     metadata = {"name": "topomarl_v0", "render_modes": ["ansi", "rgb_array", "human"], "is_parallelizable": True,

@@ -38,6 +38,17 @@ class EngineFrontEnd:
     def close(self) -> None:
         self.episode.close()
 
+    def episode_summary(self) -> dict[str, Any]:
+        """What the episode that just ended was, for scoring and analysis once every decision is
+        made: ``task_id``, ``subject`` and ``bucket`` (the task's metadata; None where it has none)
+        and ``adversaries`` (sorted indices). RuntimeError before the episode's end: a policy
+        must tell an adversary from its behaviour, never from here."""
+        if not self._ended or self.episode.task is None:
+            raise RuntimeError("episode_summary() is given once an episode has ended")
+        task = self.episode.task
+        return {"task_id": task.id, "subject": task.metadata.get("subject"), "bucket": task.metadata.get("bucket"),
+                "adversaries": tuple(self.episode.adversaries)}
+
 
 def choose_task(backend: TeamBackend, config: EnvConfig, rng: np.random.Generator, options: dict) -> Task:
     """The episode's task from the reset options (drawn from ``rng`` unless one is named)."""

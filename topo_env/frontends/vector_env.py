@@ -94,13 +94,14 @@ class SimVectorEnv:
             raise ValueError(f"SimVectorEnv plays the simulated team; backend kind {cfg.backend.kind!r} is "
                              "played one episode at a time by topo_env.frontends.parallel_env.TopologyParallelEnv")
         self.n_agents, self.rounds = cfg.n_agents, cfg.rounds
-        self.profile = get_profile(cfg.profile)
+        self.profile = get_profile(cfg.backend.profile)
         self.sim = CommBatchSimulator.from_config(cfg, self.profile)
         self.tasks = SimTaskSource(self.profile)
         self.encoder = encoder if encoder is not None else make_encoder(cfg.encoder, None if cfg.encoder == "minilm"
                                                                          else cfg.embed_dim)
         self.obs_builder = ObservationBuilder(cfg.n_agents, cfg.rounds, cfg.roles, self.encoder.dim, cfg.max_tokens,
                                               cfg.personas)
+        self.observation_dim, self.state_dim = self.obs_builder.dim, self.obs_builder.state_dim  # D and S
         self.reward = RewardConfig(cfg.w_acc, cfg.w_tok, cfg.max_tokens, cfg.reward_mode)
         mask = np.ones(N_ACTIONS, dtype=bool)
         mask[list(cfg.disabled_actions)] = False

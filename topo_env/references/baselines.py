@@ -39,10 +39,13 @@ def default_rounds(profile: str) -> int:
     return DEFAULT_ROUNDS[get_profile(profile).domain]
 
 
-class Policy(Protocol):
-    """What :func:`evaluate_policy` drives: one joint action per env step, from what the agents
-    observe. A policy sees the observations and the infos of the last step (or of the reset),
-    never the env itself."""
+class CommPolicy(Protocol):
+    """A policy of the PettingZoo env's vocabulary, what :func:`evaluate_policy` drives: one joint
+    CommAction per env step, from what the agents observe. A policy sees the observations and the
+    infos of the last step (or of the reset), never the env itself. The one interface every
+    controller shares is :class:`controllers.base.Controller` (the orchestrator env); any CommPolicy
+    plays there through :class:`controllers.comm_actions.CommActionController`, which is how the
+    leaderboard compares the fixed baselines and QMIX with the other systems."""
 
     name: str
     privileged: bool  # True only for oracles that are told the task (SequencePolicy by bucket)
@@ -213,7 +216,7 @@ class SequencePolicy:
         return {agent: int(joint[agent_index(agent)]) for agent in observations}
 
 
-def make_baseline(name: str, seed: int | None = None, roles: Sequence[str] | None = None) -> Policy:
+def make_baseline(name: str, seed: int | None = None, roles: Sequence[str] | None = None) -> CommPolicy:
     """The baseline policy called ``name`` (one of :data:`BASELINES`); ``seed`` seeds ``random``;
     ``roles``: the team's role kinds (where ``star`` puts its hub; None: the default team's)."""
     _check_name(name)
@@ -222,7 +225,7 @@ def make_baseline(name: str, seed: int | None = None, roles: Sequence[str] | Non
     return FixedTopologyPolicy(name, roles)
 
 
-def evaluate_policy(env, policy: Policy, episodes: int, seed: int = 0, split: str = "eval",
+def evaluate_policy(env, policy: CommPolicy, episodes: int, seed: int = 0, split: str = "eval",
                     progress: bool = True) -> dict[str, Any]:
     """Run ``episodes`` full episodes of ``policy`` through the PettingZoo API.
 
@@ -237,7 +240,7 @@ def evaluate_policy(env, policy: Policy, episodes: int, seed: int = 0, split: st
     episodes), ``episodes``.
     """
     check_evaluation(episodes, seed, split)
-    episodes_played = [run_to_end(play_episode(env, policy, int(seed) + k, split))
+    episodes_played = [run_to_end(play_comm_episode(env, policy, int(seed) + k, split))
                        for k in tqdm(range(int(episodes)), desc=f"evaluate {policy.name}", disable=not progress,
                                      file=sys.stderr)]
     return policy_figures(episodes_played)
@@ -277,7 +280,7 @@ def episode_calls(agent_calls: int) -> int:
     return int(agent_calls) + 1
 
 
-async def play_episode(env, policy: Policy, seed: int, split: str, step=None) -> EpisodeFigures:
+async def play_comm_episode(env, policy: CommPolicy, seed: int, split: str, step=None) -> EpisodeFigures:
     """Episode ``seed`` of ``policy`` through the PettingZoo API: ``env.reset(seed=seed,
     options={"split": split})``, ``policy.reset(seed)``, then steps until the episode ends.
     ``step``: a coroutine function twin of ``env.step`` (an env's ``astep``, for episodes in
@@ -342,7 +345,7 @@ def evaluate_open_loop(name: str, profile: str, episodes: int, rounds: int | Non
 
 
 __all__ = [
-    "BASELINES", "DEFAULT_ROUNDS", "FIXED_BASELINES", "FixedTopologyPolicy", "Policy", "RandomPolicy",
+    "BASELINES", "DEFAULT_ROUNDS", "FIXED_BASELINES", "FixedTopologyPolicy", "CommPolicy", "RandomPolicy",
     "analyzer_index", "default_rounds", "evaluate_open_loop", "evaluate_policy", "fixed_joint_action",
     "SequencePolicy", "agent_index", "make_baseline", "open_loop_actions",
 ]

@@ -1,6 +1,6 @@
 """Headroom: how much a privileged adaptive controller gains over the best fixed sequence (N=3, T<=2).
 
-``python -m topo_env.references.oracle --profile P --headroom [--adversary random] [--episodes E] [--seed S] [--json]``
+``python -m topo_env.references.oracle_cli --profile P --headroom [--adversary random] [--episodes E] [--seed S] [--json]``
 compares, on the same held-out episodes (stream "eval", common random numbers: the same tasks,
 noise and adversary placements), two references:
 
@@ -466,10 +466,11 @@ def references_key(config: EnvConfig, seed: int = 0, context: str = "hidden") ->
     builds (its resolved profile, team, roles, adversaries, reward), the selection settings and
     the code of :data:`MODEL_SOURCES`."""
     env = config.to_dict()
+    env["team"] = env["backend"].get("team")
     for key in ("split", "render_mode", "encoder", "embed_dim", "backend", "reward_mode", "disabled_actions"):
         env.pop(key, None)  # what the simulated team does not depend on
     root = Path(__file__).resolve().parents[1]
-    payload = {"env": env, "profile": profile_to_dict(get_profile(config.profile)), "seed": int(seed),
+    payload = {"env": env, "profile": profile_to_dict(get_profile(config.backend.profile)), "seed": int(seed),
                "selection": REFERENCE_SELECTION, **({"context": context} if context != "hidden" else {}),
                "code": [hashlib.sha256((root / f).read_bytes()).hexdigest() for f in MODEL_SOURCES]}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:20]

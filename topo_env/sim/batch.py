@@ -201,9 +201,9 @@ class BatchSimulator:
 
     @classmethod
     def from_config(cls, config: Any, profile: SimProfile | None = None) -> "BatchSimulator":
-        return cls(profile or get_profile(config.profile), config.n_agents, config.rounds, config.roles,
+        return cls(profile or get_profile(config.backend.profile), config.n_agents, config.rounds, config.roles,
                    config.adversarial_agents, config.target_rule, config.w_acc, config.w_tok, config.max_tokens,
-                   config.adversary_position, config.n_adversaries, config.team)
+                   config.adversary_position, config.n_adversaries, config.backend.team)
 
     # -- sampling ------------------------------------------------------------------------
     def sample(self, rng: np.random.Generator, batch: int) -> tuple[TaskArrays, EpisodeNoise]:

@@ -73,7 +73,7 @@ def _bisect(f, lo: float, hi: float, iters: int = 30) -> float:
     return 0.5 * (lo + hi)
 
 
-def fit(profile: SimProfile, samples: int = 20000, seed: int = 1) -> SimProfile:
+def calibrate_profile(profile: SimProfile, samples: int = 20000, seed: int = 1) -> SimProfile:
     """``profile`` with ``alpha``, ``rho`` and ``theta`` fitted to its Table 1 targets."""
     def direct_gap(alpha: float) -> float:
         return measure_direct(with_overrides(profile, alpha=alpha), samples, seed) - profile.base_accuracy
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.profile:
         p = get_profile(name)
         if args.fit and p.base_accuracy is not None:
-            p = fit(p, args.samples)
+            p = calibrate_profile(p, args.samples)
             print(f"# {name}: alpha={p.alpha}, rho={p.rho}, theta={p.theta}", flush=True)
         m = measure(p, args.samples, seed=12345)
         targets = [("-" if t is None else f"{t:.3f}") for t in (p.base_accuracy, p.debate_accuracy)]

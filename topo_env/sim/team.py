@@ -17,7 +17,7 @@ from topo_env.sim.tasks import SimTaskSource
 from topo_env.engine.tasks import Task
 
 if TYPE_CHECKING:
-    from topo_env.frontends.env_config import EnvConfig
+    from topo_env.engine.team_backend import TeamSettings
 
 ROLE_TITLES = {
     "math": "MathSolver",
@@ -54,9 +54,10 @@ class SimTeamBackend:
         self._titles = {"specialist": ROLE_TITLES[self.domain], "analyzer": "AnalyzeAgent", "decider": "FinalRefer"}
 
     @classmethod
-    def from_config(cls, config: EnvConfig) -> "SimTeamBackend":
-        """The simulated team of ``config.profile`` (the ``"sim"`` factory of :mod:`topo_env.engine.backend_registry`)."""
-        return cls(get_profile(config.profile), config.team, config.roles, config.descriptors)
+    def from_config(cls, config: TeamSettings) -> "SimTeamBackend":
+        """The simulated team of ``config.backend.profile`` (the ``"sim"`` factory of :mod:`topo_env.engine.backend_registry`)."""
+        sim = config.backend  # a SimBackendConfig, or a plug-in's config naming a profile
+        return cls(get_profile(sim.profile), getattr(sim, "team", None), config.roles, config.descriptors)
 
     # -- episode -------------------------------------------------------------------------
     def sample_task(self, rng: np.random.Generator, split: str) -> Task:

@@ -1,7 +1,7 @@
 """Score a baseline policy on the topology env from the command line.
 
-    python -m topo_env.references.score_baselines --policy chain --profile mmlu_pro --episodes 200
-    python -m topo_env.references.score_baselines --policy full --profile aime25 --episodes 50 --json
+    python -m topo_env.references.baselines_cli --policy chain --profile mmlu_pro --episodes 200
+    python -m topo_env.references.baselines_cli --policy full --profile aime25 --episodes 50 --json
 
 Episodes run through the PettingZoo API (:func:`topo_env.references.baselines.evaluate_policy`) on the
 ``eval`` split; a progress bar goes to stderr. stdout gets a table, or with ``--json``
@@ -22,9 +22,9 @@ from topo_env.engine.cli import OneLineParser, fail, format_table, points, posit
 from topo_env.frontends.parallel_env import parallel_env
 from topo_env.sim.profiles import PROFILES, profile_argument
 
-__all__ = ["DEFAULT_ROUNDS", "build_parser", "main", "run"]  # positive_int: topo_env.engine.cli
+__all__ = ["DEFAULT_ROUNDS", "build_parser", "main", "score_every_baseline"]  # positive_int: topo_env.engine.cli
 
-PROG = "python -m topo_env.references.score_baselines"
+PROG = "python -m topo_env.references.baselines_cli"
 TABLE_COLUMNS = ("policy", "profile", "episodes", "accuracy (pts)", "reward", "reward SE", "tokens_per_task", "density")
 
 
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def score_every_baseline(args: argparse.Namespace) -> dict[str, Any]:
     """Build the env from parsed arguments and evaluate; raises ConfigError on bad env settings."""
     rounds = args.rounds if args.rounds is not None else default_rounds(args.profile)
     env = parallel_env(profile=args.profile, rounds=rounds, n_agents=args.n_agents,
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.n_agents < 2:
         fail(PROG, f"argument --n-agents: {args.n_agents} must be >= 2")
-    result = run(args)
+    result = score_every_baseline(args)
     if args.json:
         keys = ("policy", "profile", "episodes", "reward", "accuracy", "tokens_per_task", "density")
         print(json.dumps({k: result[k] for k in keys}))

@@ -1,0 +1,302 @@
+"""The pieces of train_qmix.py's training loop: the run's objects and record (:class:`TrainingRun`,
+:class:`RunRecord`), where its training episodes come from (:class:`EpisodeSource`), the budgets,
+the Ctrl-C handler (:class:`GracefulStop`), the validation's bookkeeping and the checkpoint.
+train_qmix.py puts them in order; what scores a network (validation, the learning curve) and the
+TD updates stay there."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import random
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+from torch.utils.tensorboard import SummaryWriter
+
+from learners.batch_runner import BatchEpisodeRunner, BatchStats
+from learners.buffer import EpisodeReplayBuffer
+from learners.config import ExperimentConfig
+from learners.distributed import RayRollouts  # imports Ray only when train.ray is set
+from learners.evaluation import AGENT_LAYOUT, MIXER_LAYOUT, layout_difference, load_checkpoint
+from learners.inflight import EpisodesInFlight
+from learners.learner import QMIXLearner
+from learners.runner import EpisodeRunner
+from learners.schedules import epsilon_at
+from topo_env.engine.cli import RunError
+from topo_env.engine.config_checks import ConfigError
+from topo_env.engine.seeding import EXPLORATION_STREAM, REPLICA_STREAM, episode_rng, training_env_seed
+from topo_env.frontends.parallel_env import TopologyParallelEnv
+from topo_env.frontends.vector_env import SimVectorEnv
+
+
+@dataclasses.dataclass
+class RunRecord:
+    """What a run has done, saved in every checkpoint beside the networks and the replay.
+
+    ``validation``: ``{"history": [{"episode", "reward"}, ...], "best": {"episode", "reward",
+    "agent": state_dict} or None}``; ``curves``: the log windows' points
+    (:func:`studies.qmix_report.log_window`); ``held_out_curve``: the learning curve's points;
+    ``spent``: ``{"tokens", "calls", "simulator_episodes"}`` of training and validation (toward
+    ``train.token_budget`` and ``train.call_budget``); ``teacher``: the teacher stage's report."""
+    validation: dict = dataclasses.field(default_factory=lambda: {"history": [], "best": None})
+    curves: list[dict] = dataclasses.field(default_factory=list)
+    held_out_curve: list[dict] = dataclasses.field(default_factory=list)
+    spent: dict[str, int] = dataclasses.field(default_factory=lambda: {"tokens": 0, "calls": 0, "simulator_episodes": 0})
+    teacher: dict | None = None
+
+    @classmethod
+    def of_checkpoint(cls, checkpoint: dict[str, Any]) -> "RunRecord":
+        """The record a checkpoint saved."""
+        return cls(validation=checkpoint.get("validation") or {"history": [], "best": None},
+                   curves=list(checkpoint.get("curves", [])), held_out_curve=list(checkpoint.get("held_out_curve", [])),
+                   spent={"tokens": int(checkpoint.get("tokens_spent", 0)), "calls": int(checkpoint.get("calls_spent", 0)),
+                          "simulator_episodes": int(checkpoint.get("simulator_episodes_spent", 0))},
+                   teacher=checkpoint.get("teacher"))
+
+
+@dataclasses.dataclass
+class TrainingRun:
+    """One training run's objects and record. ``train_envs``, ``eval_envs``, ``validation_envs``:
+    an env and its siblings, one per episode in flight (``validation_envs`` empty without
+    ``train.validate_every``); ``runners``: one per training env, each with its own copy of the
+    agent network; ``start``: the episode training starts at (a resumed run's checkpoint);
+    ``committed``: the episodes the learner and the replay hold, and ``untouched`` whether they hold
+    exactly those (no later episode half stored); ``time_split``: seconds waiting for episodes and
+    in gradient updates; ``seconds``: the training's wall time, once it finished."""
+    cfg: ExperimentConfig
+    out_dir: Path
+    device: torch.device
+    learner: QMIXLearner
+    buffer: EpisodeReplayBuffer
+    train_envs: list[TopologyParallelEnv]
+    eval_envs: list[TopologyParallelEnv]
+    validation_envs: list[TopologyParallelEnv]
+    runners: list[EpisodeRunner]
+    writer: SummaryWriter
+    start: int = 0
+    record: RunRecord = dataclasses.field(default_factory=RunRecord)
+    committed: int = 0
+    untouched: bool = True
+    time_split: dict[str, float] = dataclasses.field(default_factory=lambda: {"rollouts": 0.0, "updates": 0.0})
+    seconds: float = 0.0
+
+
+class GracefulStop:
+    """While alive, the first SIGINT only sets ``requested``; the training loop then ends the
+    episodes in flight, writes a checkpoint and exits. A second SIGINT interrupts at once."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = signal.getsignal(signal.SIGINT)
+        try:
+            signal.signal(signal.SIGINT, self._handle)
+        except ValueError:  # not the main thread: keep the default behaviour
+            self._previous = None
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def restore(self) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def pick_device(name: str) -> torch.device:
+    """``learner.device``: ``auto`` (CUDA where there is one), ``cpu`` or ``cuda``."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("learner.device='cuda' but no CUDA device is available")
+    return torch.device(name)
+
+
+def load_init_from(learner: QMIXLearner, cfg: ExperimentConfig, run_dir: str) -> None:
+    """``--init-from``: load another run's networks into ``learner`` (its validation-best agent
+    network if it validated, and its mixer where the mixer's layout matches)."""
+    init_cfg, init_checkpoint = load_checkpoint(run_dir)
+    differs = layout_difference(cfg, init_cfg, AGENT_LAYOUT)
+    if differs:
+        raise ConfigError(f"--init-from {run_dir}: its networks do not fit this run: {differs}")
+    best = (init_checkpoint.get("validation") or {}).get("best")
+    mixer_differs = layout_difference(cfg, init_cfg, MIXER_LAYOUT)
+    learner.load_networks(init_checkpoint["learner"], agent=best["agent"] if best else None, mixer=mixer_differs is None)
+    if mixer_differs:  # e.g. a mixer trained on the simulator's privileged state: the agents' networks only
+        print(f"--init-from {run_dir}: its agent network; the mixer starts afresh ({mixer_differs})", file=sys.stderr)
+
+
+def restore(learner: QMIXLearner, buffer: EpisodeReplayBuffer, checkpoint: dict[str, Any]) -> int:
+    """``--resume``: the learner, the replay and the random streams of ``checkpoint``; returns its episode."""
+    learner.load_state_dict(checkpoint["learner"])
+    if checkpoint["buffer"] is not None:
+        buffer.load_state_dict(checkpoint["buffer"])
+    torch.set_rng_state(checkpoint["torch_rng"])
+    np.random.set_state(checkpoint["numpy_rng"])
+    random.setstate(checkpoint["python_rng"])
+    return int(checkpoint["episode"])
+
+
+def save_checkpoint(run: TrainingRun, episode: int) -> None:
+    """``run.out_dir/checkpoint.pt`` after ``episode`` episodes: config, learner, record, random
+    streams and (with ``train.save_buffer``) the replay. Written atomically; a failed write leaves
+    the previous checkpoint and raises a one-line RunError."""
+    path, cfg, record = run.out_dir / "checkpoint.pt", run.cfg, run.record
+    state = {"config": cfg.to_dict(), "learner": run.learner.state_dict(), "episode": episode,
+             "curves": list(record.curves),
+             "tokens_spent": int(record.spent["tokens"]), "calls_spent": int(record.spent["calls"]),
+             "simulator_episodes_spent": int(record.spent.get("simulator_episodes", 0)), "teacher": record.teacher,
+             "validation": record.validation,
+             "held_out_curve": list(record.held_out_curve),
+             "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
+             "buffer": run.buffer.state_dict() if cfg.train.save_buffer else None}
+    tmp = path.with_suffix(".tmp")
+    try:
+        torch.save(state, tmp)
+        tmp.replace(path)  # never leave a half-written checkpoint behind
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        kept = f"the previous checkpoint {path} is intact" if path.exists() else "no earlier checkpoint exists"
+        raise RunError(f"could not write the checkpoint of episode {episode} to {path} "
+                       f"({err.strerror or err}); {kept}: make room, then continue with --resume {path.parent}") from None
+
+
+class EpisodeSource:
+    """The training episodes from ``run.start`` to ``train.episodes``, in index order, as
+    ``(first, episodes, stats)``: on the batched simulated team ``train.sim_batch`` episodes at a
+    time (an EpisodeBatch), each batch played with the weights after the batches before it
+    (learners.batch_runner); otherwise one episode at a time (an EpisodeRecord), K in flight
+    (learners.inflight) or on W Ray workers (learners.distributed), each played with the weights of
+    its launch. Once ``stop.requested``, the batches end; call :meth:`stop_launching` to launch no
+    more single episodes (those in flight still arrive), and :meth:`close` at the end."""
+
+    def __init__(self, run: TrainingRun, stop: GracefulStop):
+        self.run, self.stop = run, stop
+        cfg, episodes = run.cfg, range(run.start, run.cfg.train.episodes)
+        if cfg.batched:
+            self._batch_runner = BatchEpisodeRunner(
+                SimVectorEnv(dataclasses.replace(cfg.env, split="train"), encoder=run.train_envs[0].encoder),
+                run.learner.agent, run.device, privileged=cfg.learner.privileged_state)
+            self.rollouts, self._source = None, self._batches()
+            self._played = self._source
+            return
+        if cfg.train.ray is None:
+            self.rollouts = EpisodesInFlight(run.train_envs)
+            self._source = self.rollouts.play(episodes, self._launch)  # episodes in index order
+        else:  # W Ray workers, K in flight each, weights shipped every train.sync_every episodes
+            self.rollouts = RayRollouts(cfg, weights=run.learner.agent.state_dict)
+            self._source = self.rollouts.play(episodes, start_version=run.start)  # also in index order
+        self._played = ((j, record, BatchStats.of_episodes([stats])) for j, (record, stats) in self._source)
+
+    def __iter__(self) -> Iterator[tuple[int, Any, BatchStats]]:
+        return self._played
+
+    def in_flight(self) -> int:
+        """Episodes launched and not yet handed back (0 on the batched team)."""
+        return 0 if self.rollouts is None else self.rollouts.in_flight
+
+    def stop_launching(self) -> None:
+        if self.rollouts is not None:
+            self.rollouts.stop_launching()
+
+    def close(self) -> None:
+        """Cancels the episodes still in flight, if any."""
+        self._played.close()
+        self._source.close()
+
+    def _launch(self, env: TopologyParallelEnv, slot: int, j: int):
+        """Episode j, launched once episode j - K is committed: played with the weights of now."""
+        run, cfg, seed = self.run, self.run.cfg, self.run.cfg.train.seed
+        runner = run.runners[slot]
+        runner.agent.load_state_dict(run.learner.agent.state_dict())
+        return runner.arun(epsilon_at(j, cfg), episode_rng(seed, EXPLORATION_STREAM, j), seed=training_env_seed(seed, j),
+                           team_explore=cfg.learner.team_explore, deviation_explore=cfg.learner.deviation_explore,
+                           deviation_rank_decay=cfg.learner.deviation_rank_decay, policy_version=run.committed,
+                           topology_explore=cfg.learner.topology_explore)
+
+    def _batches(self):
+        cfg, seed = self.run.cfg, self.run.cfg.train.seed
+        lc, size = cfg.learner, cfg.train.sim_batch
+        for first in range(self.run.start, cfg.train.episodes, size):
+            if self.stop.requested:
+                return
+            js = range(first, min(first + size, cfg.train.episodes))
+            episodes, stats = self._batch_runner.run(
+                [training_env_seed(seed, j) for j in js], np.array([epsilon_at(j, cfg) for j in js]),
+                episode_rng(seed, EXPLORATION_STREAM, first), "train", lc.team_explore, lc.deviation_explore,
+                lc.deviation_rank_decay, lc.topology_explore, policy_version=first, replicas=lc.replicas,
+                replica_rng=episode_rng(seed, REPLICA_STREAM, first), gamma=lc.gamma)
+            yield first, episodes, stats
+
+
+def reached(every: int, first: int, last: int) -> bool:
+    """Whether episodes ``first..last`` reached a multiple of ``every`` (0: never)."""
+    return bool(every) and (last + 1) // every > first // every
+
+
+def add_spent(spent: dict[str, int], tokens: int, calls: int) -> None:
+    """Count ``tokens`` and ``calls`` into ``spent`` (``{"tokens", "calls"}``, in place)."""
+    spent["tokens"] += int(tokens)
+    spent["calls"] += int(calls)
+
+
+def budget_reached(cfg: ExperimentConfig, spent: dict[str, int]) -> str | None:
+    """Which budget ``spent`` (``{"tokens", "calls"}``, training and validation) has reached, in
+    words, or None: ``train.token_budget`` and ``train.call_budget`` (0: none)."""
+    for what, budget in (("tokens", cfg.train.token_budget), ("calls", cfg.train.call_budget)):
+        if budget and spent[what] >= budget:
+            return f"{'token' if what == 'tokens' else 'call'} budget reached ({spent[what]} {what} >= {budget})"
+    return None
+
+
+def stop_at_budget(cfg: ExperimentConfig, spent: dict[str, int], stop: GracefulStop, source: EpisodeSource) -> int:
+    """Where a budget is reached and no stop was requested yet: request one and say so. Returns
+    the episodes then in flight (started before the budget was reached, they finish and add their
+    tokens and calls: the overshoot), else 0."""
+    budget = budget_reached(cfg, spent)
+    if not budget or stop.requested:
+        return 0
+    overshoot = source.in_flight()
+    print(f"\n{budget}"
+          + (f"; finishing the {overshoot} episode(s) already in flight (started before it was "
+             "reached), which add their tokens and calls" if overshoot else ""), file=sys.stderr)
+    stop.requested = True
+    return overshoot
+
+
+def say_stopped(run: TrainingRun, overshoot: int) -> None:
+    """The closing lines of a run stopped by Ctrl-C or a budget, checkpointed at ``run.committed``."""
+    cfg, spent, out_dir = run.cfg, run.record.spent, run.out_dir
+    if overshoot:
+        print(f"spent {spent['tokens']} tokens (budget {cfg.train.token_budget or 'none'}) and "
+              f"{spent['calls']} calls (budget {cfg.train.call_budget or 'none'}), the overshoot from the "
+              f"{overshoot} episode(s) started before the budget was reached", file=sys.stderr)
+    print(f"\nstopped: checkpoint at episode {run.committed} in {out_dir}; continue with --resume {out_dir}")
+
+
+def backend_failed(run: TrainingRun, err: Exception) -> RunError:
+    """The one-line error of a run whose team's backend failed in training; first saves a
+    checkpoint of the completed episodes where the learner and the replay hold exactly those."""
+    if run.untouched:
+        save_checkpoint(run, run.committed)
+        kept = f"saved a checkpoint after the {run.committed} completed episodes"
+    else:
+        kept = "the last periodic checkpoint stands"
+    return RunError(f"the team's backend failed in training episode {run.committed + 1} ({err}); {kept} in "
+                    f"{run.out_dir}: continue with --resume {run.out_dir} once it serves again (add --set "
+                    "env.backend.base_url=... if its address changed)")
+
+
+def keep_if_best(run: TrainingRun, episode: int, figures: dict) -> None:
+    """A validation check's bookkeeping: its reward into the history and TensorBoard
+    (``validation/reward``), and a copy of the network if it scored best so far."""
+    validation = run.record.validation
+    validation["history"].append({"episode": episode, "reward": figures["reward"]})
+    run.writer.add_scalar("validation/reward", figures["reward"], episode)
+    if validation["best"] is None or figures["reward"] > validation["best"]["reward"]:
+        validation["best"] = {"episode": episode, "reward": figures["reward"],
+                              "agent": copy.deepcopy(run.learner.agent.state_dict())}

@@ -1,0 +1,377 @@
+"""The attempts' parameters: each agent's ability per subject, the difficulty slope, the task and blind-spot
+spreads, the debug gain and the trap's share of wrong attempts.
+
+Contract
+--------
+``fit_ability(data, base, attempts, report) -> (model, skills, shrink)``: ``attempts`` are the honest
+calls of :class:`~topo_env.fitting.fit_data.Data` shown no message and holding no committed own answer
+(round 0's first call, or a re-solve after a failed verification). It writes to ``report`` the rows
+alpha, ``subject_offset[s]``, ``skill_dev[i,s]``, beta, task_spread, blind_spread, debug_gain,
+trap_base and trap_slope (each fitted or kept from ``base``) and returns the fitted
+:class:`AttemptModel` (None with fewer than ``MIN_CALLS`` attempts), the (N, S) skill matrix k_is the
+update fit's recognition term uses (the shrunk deviations; the base's without a model) and the
+shrinkage factor of the deviations (1.0 without a model).
+
+The model: P(correct) = sigma(eta), eta = alpha + b_s + k_is + a_r - beta (d - 1/2) + debug_gain [failed]
++ task_spread z + blind_spread u_i. z is integrated out per task (all the task's attempts in every
+episode share it) and u_i per (episode, agent) with Gauss-Hermite quadrature. It fits the per-(agent,
+subject) level alpha + b_s + k_is, beta, task_spread (identified by several attempts on one task),
+blind_spread (only when one agent attempts a task twice in an episode, >= :data:`MIN_REPEATS` times;
+else kept), debug_gain (when re-solves exist). Gauge: the frequency-weighted mean of the fitted
+subjects' b_s and the team-average skill per subject stay at the base's values (attempts only see the
+sum; the split shows only in the recognition term), so the agents' differences per subject become
+explicit ``skills`` of the team's AgentModels (shrunk toward the team's mean by the empirical-Bayes
+factor 1 - mean SE^2 / mean deviation^2, also in the recognition term of the updates; the report's
+``skill_dev`` rows are unshrunk). Weak N(0, :data:`PRIOR_SD`^2) priors on the subject levels and skill
+deviations keep cells with all-right attempts finite. P(trap | wrong) = min(1, trap_base + trap_slope d):
+trap_base, trap_slope (standard errors from the outer product of the scores: an attempt past the corner
+where the probability reaches 1 tells nothing).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from topo_env.fitting.fit_data import MIN_CALLS, Call, Data
+from topo_env.fitting.fit_report import Report
+from topo_env.fitting.fit_stats import gauss_hermite, hessian, log_sig, lse, sig, std_errors
+from topo_env.sim.profiles import SimProfile
+
+MIN_REPEATS = 50  # (episode, agent) pairs with two attempts needed to fit blind_spread
+MIN_CELL_ATTEMPTS = 20  # attempts of an (agent, subject) needed to fit the agent's skill there
+PRIOR_SD = 2.0
+N_Z, N_U = 16, 6  # Gauss-Hermite nodes: task latent, blind spot
+
+
+def padded_skills(base: SimProfile, data: Data) -> np.ndarray:
+    """(N, S) the base team's skills k_is, zero on the subjects the base does not know."""
+    skills = np.array(base.skills(data.n_agents))
+    return np.pad(skills, ((0, 0), (0, len(data.subjects) - skills.shape[1])))
+
+
+def fit_ability(data: Data, base: SimProfile, attempts: list[Call],
+                report: Report) -> tuple[AttemptModel | None, np.ndarray, float]:
+    """Fit the attempt model and the trap to ``attempts``, report their rows; returns (the model or None,
+    the skill matrix k_is, the deviations' shrinkage factor)."""
+    if len(attempts) < MIN_CALLS:
+        for name in ("alpha", "beta", "task_spread", "blind_spread", "debug_gain", "trap_base", "trap_slope"):
+            report.keep(name, len(attempts), "too few attempts")
+        return None, padded_skills(base, data), 1.0
+    am = AttemptModel(data, base, attempts)
+    am.maximize_likelihood()
+    report_attempts(am, data, base, report)
+    shrink = am.shrinkage()
+    if am.fit_dev:
+        report.notes.append(f"the agents' fitted skill deviations are shrunk by {shrink:.2f} toward the team's "
+                            "mean in the written profile and in the update fit's recognition term (empirical "
+                            "Bayes: 1 - mean SE^2 / mean deviation^2); the skill_dev rows are the unshrunk estimates")
+    fit_trap(data, attempts, base, report)
+    return am, am.skill_matrix(shrink), shrink
+
+
+class AttemptModel:
+    """Marginal likelihood of the observed attempts (task latent and blind spots integrated out)."""
+
+    def __init__(self, data: Data, base: SimProfile, calls: list[Call]):
+        self.data, self.base = data, base
+        self._base_gauge()
+        self.calls = sorted(calls, key=lambda c: (c.task, c.ep, c.agent))
+        cs = self.calls
+        self.y = np.array([c.label == 0 for c in cs], dtype=float)
+        self.sign = 2.0 * self.y - 1.0
+        self.subject = np.array([data.subject_of[c.task] for c in cs])
+        self.agent = np.array([c.agent for c in cs])
+        self.d = np.array([data.difficulty[c.task] for c in cs])
+        self.failed = np.array([c.failed for c in cs], dtype=float)
+        self.role_off = np.array([base.roles.get(c.role, (0.0, 1.0, 1.0))[0] for c in cs])
+        self._group()
+        self._choose_free()
+        self.X = self._design()
+        self.offset = self._offset()
+        self.zx, self.lwz = gauss_hermite(N_Z)
+        self.ux, self.lwu = gauss_hermite(N_U)
+        self.k_lin = self.X.shape[1]
+        self.prior = np.zeros(len(self.names))
+        self.prior[:len(self.fit_sub) + len(self.fit_dev)] = 1.0 / PRIOR_SD ** 2
+
+    def _base_gauge(self) -> None:
+        """The base's pieces the fit keeps: team-average skill ``kbar`` and deviations ``base_dev`` per
+        subject, subject offsets ``b_base`` (zero on subjects the base does not know)."""
+        base, n_sub = self.base, len(self.data.subjects)
+        base_skills = np.array(base.skills(self.data.n_agents))  # (N, S_base)
+        kbar = np.zeros(n_sub)
+        kbar[:base_skills.shape[1]] = base_skills.mean(axis=0)
+        dev = np.zeros((self.data.n_agents, n_sub))
+        dev[:, :base_skills.shape[1]] = base_skills - base_skills.mean(axis=0)
+        self.kbar, self.base_dev = kbar, dev
+        b_base = np.zeros(n_sub)
+        b_base[:len(base.subjects)] = base.subject_offsets
+        self.b_base = b_base
+
+    def _group(self) -> None:
+        """Groups (task, episode, agent) of the sorted calls, nested in tasks: their starts and indices,
+        how many groups repeat an attempt and how many tasks have two or more attempts."""
+        cs = self.calls
+        gkey = [(c.task, c.ep, c.agent) for c in cs]
+        starts = [0] + [k for k in range(1, len(cs)) if gkey[k] != gkey[k - 1]]
+        self.g_start = np.array(starts)
+        self.g_of = np.repeat(np.arange(len(starts)), np.diff(starts + [len(cs)]))
+        g_task = [cs[s].task for s in starts]
+        t_starts = [0] + [g for g in range(1, len(starts)) if g_task[g] != g_task[g - 1]]
+        self.t_start = np.array(t_starts)
+        self.t_of_g = np.repeat(np.arange(len(t_starts)), np.diff(t_starts + [len(starts)]))
+        self.task_ids = np.array([g_task[s] for s in t_starts])
+        sizes = np.diff(starts + [len(cs)])
+        self.repeats = int((sizes >= 2).sum())
+        tasks_n = np.bincount(self.t_of_g[self.g_of], minlength=len(t_starts))
+        self.multi_tasks = int((tasks_n >= 2).sum())
+
+    def _choose_free(self) -> None:
+        """Which subject levels, agent deviations, blind_spread and debug_gain the attempts identify."""
+        data = self.data
+        n_sub = len(data.subjects)
+        counts = np.zeros((data.n_agents, n_sub))
+        np.add.at(counts, (self.agent, self.subject), 1)
+        self.counts = counts
+        self.fit_sub = [s for s in range(n_sub) if counts[:, s].sum() >= MIN_CELL_ATTEMPTS]
+        self.fit_dev = [(i, s) for s in self.fit_sub for i in range(data.n_agents - 1)
+                        if (counts[:, s] >= MIN_CELL_ATTEMPTS).all()] if data.n_agents > 1 else []
+        self.dev_subjects = sorted({s for _, s in self.fit_dev})
+        self.fit_blind = self.repeats >= MIN_REPEATS
+        self.fit_debug = self.failed.sum() >= MIN_CALLS
+        self.names = ([f"level[{data.subjects[s]}]" for s in self.fit_sub]
+                      + [f"skill_dev[{i},{data.subjects[s]}]" for i, s in self.fit_dev] + ["beta", "task_spread"]
+                      + (["blind_spread"] if self.fit_blind else []) + (["debug_gain"] if self.fit_debug else []))
+
+    def _design(self) -> np.ndarray:
+        """The design matrix of the linear part of eta: subject levels, deviations (the last agent's is
+        minus the others' sum), -(d - 1/2), and [failed] when debug_gain is fitted."""
+        k_sub, k_dev = len(self.fit_sub), len(self.fit_dev)
+        X = np.zeros((len(self.calls), k_sub + k_dev + 1 + (1 if self.fit_debug else 0)))
+        sub_col = {s: k for k, s in enumerate(self.fit_sub)}
+        for k, s in enumerate(self.subject):
+            if s in sub_col:
+                X[k, sub_col[s]] = 1.0
+        last = self.data.n_agents - 1
+        for k, (i, s) in enumerate(self.fit_dev):
+            X[(self.agent == i) & (self.subject == s), k_sub + k] = 1.0
+            X[(self.agent == last) & (self.subject == s), k_sub + k] = -1.0
+        X[:, k_sub + k_dev] = -(self.d - 0.5)
+        if self.fit_debug:
+            X[:, -1] = self.failed
+        return X
+
+    def _offset(self) -> np.ndarray:
+        """The fixed part of eta: role, the base's gauge pieces for subjects and deviations not fitted."""
+        base, last = self.base, self.data.n_agents - 1
+        off = self.role_off + self.kbar[self.subject]
+        not_fit_sub = ~np.isin(self.subject, self.fit_sub)
+        off[not_fit_sub] += base.alpha + self.b_base[self.subject[not_fit_sub]]
+        dev_fixed = np.array([(a, s) not in set(self.fit_dev) and not (a == last and s in self.dev_subjects)
+                              for a, s in zip(self.agent, self.subject)])
+        off[dev_fixed] += self.base_dev[self.agent[dev_fixed], self.subject[dev_fixed]]
+        if not self.fit_debug:
+            off += base.debug_gain * self.failed
+        return off
+
+    def _unpack(self, theta):
+        k = self.k_lin
+        coef = np.concatenate([theta[:k - (1 if self.fit_debug else 0)], theta[-1:] if self.fit_debug else []])
+        ts = theta[k - (1 if self.fit_debug else 0)]
+        bs = theta[k + 1 - (1 if self.fit_debug else 0)] if self.fit_blind else self.base.blind_spread
+        return coef, ts, bs
+
+    def _prior_mean(self, theta):
+        mean = np.zeros_like(theta)
+        k_sub = len(self.fit_sub)
+        mean[:k_sub] = self.base.alpha + self.b_base[self.fit_sub]
+        return mean
+
+    def nll(self, theta, grad=True):
+        coef, ts, bs = self._unpack(theta)
+        eta0 = self.X @ coef + self.offset
+        e = eta0[:, None, None] + ts * self.zx[None, :, None] + bs * self.ux[None, None, :]
+        y = self.y[:, None, None]
+        lp = log_sig(self.sign[:, None, None] * e)
+        LG = np.add.reduceat(lp, self.g_start, axis=0)  # (G, Qz, Qu)
+        lg = lse(LG + self.lwu[None, None, :], axis=2)  # (G, Qz)
+        LT = np.add.reduceat(lg, self.t_start, axis=0)  # (T, Qz)
+        ll_t = lse(LT + self.lwz[None, :], axis=1)
+        pm = self._prior_mean(theta)
+        f = -ll_t.sum() + 0.5 * np.sum(self.prior * (theta - pm) ** 2)
+        if not grad:
+            return f
+        piz = np.exp(LT + self.lwz[None, :] - ll_t[:, None])  # (T, Qz)
+        piu = np.exp(LG + self.lwu[None, None, :] - lg[:, :, None])  # (G, Qz, Qu)
+        W = piz[self.t_of_g][self.g_of][:, :, None] * piu[self.g_of]
+        r = W * (y - sig(e))
+        g_eta = r.sum(axis=(1, 2))
+        g_lin = self.X.T @ g_eta
+        g_ts = np.einsum("kqm,q->", r, self.zx)
+        g_bs = np.einsum("kqm,m->", r, self.ux)
+        k = self.k_lin
+        if self.fit_debug:
+            g = np.concatenate([g_lin[:k - 1], [g_ts], [g_bs] if self.fit_blind else [], g_lin[k - 1:]])
+        else:
+            g = np.concatenate([g_lin, [g_ts], [g_bs] if self.fit_blind else []])
+        return f, -g + self.prior * (theta - pm)
+
+    def maximize_likelihood(self):
+        """Maximize the marginal likelihood (L-BFGS-B from the base's values); sets ``theta``, ``bounds``
+        and, from the numerical Hessian, ``se`` and ``cov``. Returns scipy's result."""
+        from scipy.optimize import minimize
+
+        k_sub = len(self.fit_sub)
+        x0 = np.concatenate([self.base.alpha + self.b_base[self.fit_sub], np.zeros(len(self.fit_dev)),
+                             [self.base.beta, max(self.base.task_spread, 0.3)],
+                             [max(self.base.blind_spread, 0.3)] if self.fit_blind else [],
+                             [self.base.debug_gain] if self.fit_debug else []])
+        self.bounds = bounds = [(-15, 15)] * (k_sub + len(self.fit_dev)) + [(-30, 30), (1e-3, 8)] + (
+            [(1e-3, 8)] if self.fit_blind else []) + ([(-5, 5)] if self.fit_debug else [])
+        res = minimize(lambda t: self.nll(t), x0, jac=True, method="L-BFGS-B", bounds=bounds,
+                       options={"maxiter": 500})
+        self.theta = res.x
+        h = hessian(lambda t: self.nll(t), res.x, step=1e-5)
+        self.se, self.cov = std_errors(h)
+        return res
+
+    def predictive(self, calls: list[Call]) -> np.ndarray:
+        """P(attempt right) of ``calls`` given the attempts of their task (posterior of the latent)."""
+        coef, ts, bs = self._unpack(self.theta)
+        eta0 = self.X @ coef + self.offset
+        e = eta0[:, None, None] + ts * self.zx[None, :, None] + bs * self.ux[None, None, :]
+        lp = log_sig(self.sign[:, None, None] * e)
+        LG = np.add.reduceat(lp, self.g_start, axis=0)
+        lg = lse(LG + self.lwu[None, None, :], axis=2)
+        LT = np.add.reduceat(lg, self.t_start, axis=0)
+        post = LT + self.lwz[None, :]
+        post = np.exp(post - lse(post, axis=1)[:, None])
+        row_of_task = {int(t): r for r, t in enumerate(self.task_ids)}
+        prior = np.exp(self.lwz)
+        out = np.empty(len(calls))
+        levels, skills = self.levels(), self.skill_matrix()
+        for k, c in enumerate(calls):
+            s = self.data.subject_of[c.task]
+            d = self.data.difficulty[c.task]
+            eta = (levels[s] + skills[c.agent, s] + self.base.roles.get(c.role, (0.0, 1.0, 1.0))[0]
+                   - self.beta() * (d - 0.5) + (self.debug_gain() if c.failed else 0.0))
+            w = post[row_of_task[c.task]] if c.task in row_of_task else prior
+            p = sig(eta + ts * self.zx[:, None] + bs * self.ux[None, :]) @ np.exp(self.lwu)
+            out[k] = float(w @ p)
+        return out
+
+    # fitted quantities in the model's terms
+    def levels(self) -> np.ndarray:
+        """alpha + b_s per subject (base for subjects without attempts)."""
+        lev = self.base.alpha + self.b_base.copy()
+        lev[self.fit_sub] = self.theta[:len(self.fit_sub)]
+        return lev
+
+    def skill_matrix(self, shrink: float = 1.0) -> np.ndarray:
+        """k_is: the base's team-average skill per subject plus the fitted deviations, times ``shrink``."""
+        dev = self.base_dev.copy()
+        k_sub = len(self.fit_sub)
+        for s in self.dev_subjects:
+            dev[:, s] = 0.0
+        for k, (i, s) in enumerate(self.fit_dev):
+            dev[i, s] = shrink * self.theta[k_sub + k]
+            dev[-1, s] -= shrink * self.theta[k_sub + k]
+        return self.kbar[None, :] + dev
+
+    def shrinkage(self) -> float:
+        """The empirical-Bayes factor for the fitted skill deviations: 1 - mean(SE^2) / mean(dev^2), in [0, 1]
+        (the share of their spread that is not estimation noise). Shrunk deviations predict an agent's
+        attempts on new tasks better, and inside the recognition term max(0, . + skill) unshrunk noise
+        would raise the recognition on average (the fit would bend rho, rho_v and the v to cancel it)."""
+        k_sub = len(self.fit_sub)
+        dev = self.theta[k_sub:k_sub + len(self.fit_dev)]
+        se = self.se[k_sub:k_sub + len(self.fit_dev)]
+        if not len(dev) or not np.isfinite(se).all() or not (dev ** 2).mean() > 0:
+            return 1.0
+        return float(np.clip(1.0 - (se ** 2).mean() / (dev ** 2).mean(), 0.0, 1.0))
+
+    def beta(self) -> float:
+        return float(self.theta[len(self.fit_sub) + len(self.fit_dev)])
+
+    def debug_gain(self) -> float:
+        return float(self.theta[-1]) if self.fit_debug else self.base.debug_gain
+
+
+def fit_trap(data: Data, calls: list[Call], base: SimProfile, report: Report) -> None:
+    """trap_base and trap_slope of P(trap | wrong) = min(1, trap_base + trap_slope d) from the wrong ``calls``."""
+    from scipy.optimize import minimize
+
+    wrong = [c for c in calls if c.label != 0]
+    if len(wrong) < MIN_CALLS:
+        report.keep("trap_base", len(wrong), "too few wrong attempts")
+        report.keep("trap_slope", len(wrong), "too few wrong attempts")
+        return
+    d = np.array([data.difficulty[c.task] for c in wrong])
+    y = np.array([c.label == 1 for c in wrong], dtype=float)
+
+    def nll(t):
+        p = np.clip(t[0] + t[1] * d, 1e-6, 1 - 1e-6)
+        return -np.sum(y * np.log(p) + (1 - y) * np.log1p(-p))
+
+    res = minimize(nll, np.array([base.trap_base, base.trap_slope]), method="Nelder-Mead",
+                   options={"xatol": 1e-6, "fatol": 1e-8, "maxiter": 2000})
+    # standard errors from the outer product of the scores: a wrong attempt on a task hard enough that
+    # P(trap | wrong) reaches 1 carries no information (the Hessian of the clipped likelihood would
+    # read its corner as curvature)
+    p = res.x[0] + res.x[1] * d
+    inside = (p > 1e-6) & (p < 1 - 1e-6)
+    score = np.where(inside, y / np.clip(p, 1e-6, None) - (1 - y) / np.clip(1 - p, 1e-6, None), 0.0)
+    scores = np.column_stack([score, score * d])
+    se, cov = std_errors(scores.T @ scores)
+    report.set("trap_base", res.x[0], se[0], len(wrong), "wrong attempts: trap or not")
+    report.set("trap_slope", res.x[1], se[1], len(wrong), "wrong attempts: trap or not")
+    report.block(["trap_base", "trap_slope"], cov)
+
+
+def report_attempts(am: AttemptModel, data: Data, base: SimProfile, report: Report) -> None:
+    """Report the attempt model's parameters, which are a linear map J of its own (the subject levels
+    keep the base's weighted mean offset: alpha takes the rest), with the covariance J cov J^T."""
+    k_sub, k_dev = len(am.fit_sub), len(am.fit_dev)
+    n, k = len(am.calls), len(am.theta)
+    names, rows, shift, calls, what, bounds, base_values = [], [], [], [], [], [], []
+
+    def add(name, row, c, n_calls, informed, bound=None, base_value=None):
+        names.append(name), rows.append(row), shift.append(c), calls.append(n_calls), what.append(informed)
+        bounds.append(bound), base_values.append(base_value)
+
+    unit = np.eye(k)
+    if k_sub:  # alpha: the part of the levels left after the base's weighted mean offset
+        w = np.array([base.subjects[s][1] if s < len(base.subjects) else 0.0 for s in am.fit_sub], dtype=float)
+        w = np.ones(k_sub) if w.sum() == 0 else w
+        w = w / w.sum()
+        a_row = np.zeros(k)
+        a_row[:k_sub] = w
+        a_shift = -float(w @ am.b_base[am.fit_sub])
+        add("alpha", a_row, a_shift, n, "attempts (subject offsets keep the base's weighted mean)")
+        for j, s in enumerate(am.fit_sub):
+            add(f"subject_offset[{data.subjects[s]}]", unit[j] - a_row, -a_shift, int(am.counts[:, s].sum()),
+                "attempts of the subject", None, am.b_base[s])  # the priors keep the levels off their bounds
+    else:
+        report.keep("alpha", n, "no subject with enough attempts")
+    for j, (i, s) in enumerate(am.fit_dev):
+        add(f"skill_dev[{i},{data.subjects[s]}]", unit[k_sub + j], 0.0, int(am.counts[i, s]),
+            "agent's attempts minus the team's, per subject", am.bounds[k_sub + j], am.base_dev[i, s])
+    at = k_sub + k_dev
+    add("beta", unit[at], 0.0, n, "attempts vs difficulty", am.bounds[at])
+    add("task_spread", unit[at + 1], 0.0, n, f"attempts sharing a task ({am.multi_tasks} tasks with two or more)",
+        am.bounds[at + 1])
+    if am.fit_blind:
+        add("blind_spread", unit[at + 2], 0.0, am.repeats, "one agent's repeated attempts in an episode",
+            am.bounds[at + 2])
+    else:
+        report.keep("blind_spread", am.repeats, f"fewer than {MIN_REPEATS} repeated attempts by one agent in an episode")
+    if am.fit_debug:
+        add("debug_gain", unit[-1], 0.0, int(am.failed.sum()), "re-solves after a failed verification", am.bounds[-1])
+    else:
+        report.keep("debug_gain", int(am.failed.sum()), "too few re-solves after a failed verification")
+    J = np.array(rows)
+    values = J @ am.theta + np.array(shift)
+    cov = J @ am.cov @ J.T
+    se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    for j, name in enumerate(names):
+        report.set(name, values[j], se[j], calls[j], what[j], base=base_values[j], bounds=bounds[j])
+    report.block(names, cov)
