@@ -69,7 +69,7 @@ class LLMSettings:
 class LLMBackendConfig(LLMSettings):
     """``backend: {kind: llm, ...}``: real LLM agents (:class:`agents_llm.team.LLMTeamBackend`).
 
-    The :class:`LLMSettings` keys, plus ``dataset`` (``"humaneval"`` or the path of a JSONL task
+    The :class:`LLMSettings` keys, plus ``dataset`` (a built-in task set, ``"humaneval"`` or ``"small_math"``, or the path of a JSONL task
     file, schema in :mod:`agents_llm.tasks`) and ``train_size`` (tasks of the train split; the
     rest are held out). Needs ``env.domain``.
     """
@@ -81,7 +81,8 @@ class LLMBackendConfig(LLMSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.dataset, str) or not self.dataset:
-            raise ConfigError(f"backend.dataset={self.dataset!r}: must be 'humaneval' or the path of a JSONL task file")
+            raise ConfigError(f"backend.dataset={self.dataset!r}: must be a built-in task set ('humaneval', 'small_math') or the path of "
+                              "a JSONL task file")
         check_int(self, "train_size", 0, prefix="backend")
 
     def check(self, env: TeamSettings) -> None:

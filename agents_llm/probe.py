@@ -82,6 +82,7 @@ import numpy as np
 from topo_env.engine.team_backend import AgentCall, AgentReply, Message, Verdict
 from topo_env.engine.backend_registry import BackendFailed
 from agents_llm.config import LLMSettings
+from agents_llm.datasets import load_dataset as load_named_dataset
 from topo_env.engine.cli import OneLineParser, RunError, format_table, run_main
 from topo_env.engine.config_checks import ConfigError
 from topo_env.engine.episode import RewardConfig
@@ -626,7 +627,7 @@ def _confidences(text: str) -> tuple[float, ...]:
 def build_parser() -> OneLineParser:
     parser = OneLineParser(prog=PROG, description="Probe a real LLM team with controlled calls and write its "
                            "traces (topomarl.trace/1) for fitting the simulated team.")
-    parser.add_argument("--dataset", required=True, help="'humaneval' or the path of a JSONL task file "
+    parser.add_argument("--dataset", required=True, help="'humaneval', 'small_math' or the path of a JSONL task file "
                         "(schema in agents_llm.tasks)")
     parser.add_argument("--tasks", type=_tasks_arg, default=10, help="number of tasks to probe (default 10), "
                         "drawn with --seed")
@@ -661,24 +662,7 @@ def build_parser() -> OneLineParser:
 
 def load_dataset(name: str) -> list[Task]:
     """The tasks of ``--dataset`` (ConfigError naming the value and what to do)."""
-    from agents_llm.tasks import load_humaneval, load_jsonl
-
-    if name == "humaneval":
-        try:
-            return load_humaneval()
-        except ImportError as err:
-            raise ConfigError(f"--dataset humaneval: {err}") from None
-    path = Path(name)
-    if not path.is_file():
-        raise ConfigError(f"--dataset {name!r}: no such dataset; give 'humaneval' or the path of a JSONL task file "
-                          "(schema in agents_llm.tasks)")
-    try:
-        tasks = load_jsonl(path)
-    except (ValueError, OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"--dataset {name!r}: {err}") from None
-    if not tasks:
-        raise ConfigError(f"--dataset {name!r} holds no tasks")
-    return tasks
+    return load_named_dataset(name, key="--dataset")
 
 
 def select_tasks(tasks: Sequence[Task], k: int, seed: int) -> list[Task]:

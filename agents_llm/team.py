@@ -23,7 +23,8 @@ import numpy as np
 from agents_llm.client import LLMClient
 from agents_llm.prompts import agent_messages, decision_messages, parse_reply
 from agents_llm.scoring import build_program, score
-from agents_llm.tasks import load_humaneval, load_jsonl, split_tasks
+from agents_llm.datasets import load_dataset
+from agents_llm.tasks import split_tasks
 from topo_env.engine.team_backend import AgentCall, AgentReply, Decision, Message, Verdict
 from agents_llm.config import LLMSettings
 from topo_env.engine.config_checks import ConfigError
@@ -90,7 +91,7 @@ class LLMTeamBackend:
         its dataset's ``config.domain`` tasks, ``train_size`` of them for training (at least one
         held out). The ``"llm"`` factory of :mod:`topo_env.engine.backend_registry`."""
         backend = config.backend
-        tasks = load_humaneval() if backend.dataset == "humaneval" else load_jsonl(backend.dataset, config.domain)
+        tasks = load_dataset(backend.dataset, "backend.dataset", config.domain)
         tasks = [t for t in tasks if t.domain == config.domain]
         if not tasks:
             raise ConfigError(f"backend.dataset={backend.dataset!r} holds no {config.domain} tasks")

@@ -143,3 +143,22 @@ def test_sim2real_runs_end_to_end_on_the_real_model(server, tmp_path):
     assert trained["env"]["backend"]["profile"] == str(out / "fitted.yaml") and trained["env"]["backend"]["kind"] == "sim"
     assert {"qmix", "solo", "full", "chain", "star", "debate", "random"} <= set(result["eval"])
     assert all(result["eval"][name]["episodes"] == 1 for name in ("qmix", "solo", "full"))
+
+
+def test_the_small_model_task_set_plays_against_the_real_model(server, tmp_path):
+    """A handful of small_math tasks (the set for small local models) through the env against
+    SmolLM2: the built-in name loads, held-out tasks are drawn, and every episode is scored 0 or 1
+    on the server's token usage."""
+    backend = {"kind": "llm", "model": MODEL_ALIAS, "base_url": server.base_url, "max_tokens": 32, "temperature": 0.0,
+               "timeout_s": 120, "cache_path": str(tmp_path / "cache.sqlite"), "dataset": "small_math",
+               "train_size": 1000}
+    env = topo_env.parallel_env(backend=backend, domain="math", n_agents=2, rounds=1)
+    held_out = {t.id for t in env.backend.tasks.splits["eval"]}
+    assert len(held_out) == 200
+    for seed in range(3):
+        env.reset(seed=seed, options={"split": "eval"})
+        assert env.task.id in held_out and env.task.metadata["source"] == "small_math"
+        _, _, _, _, infos = env.step({"agent_0": 0, "agent_1": 1})
+        assert infos["agent_0"]["accuracy"] in (0.0, 1.0)
+        assert infos["agent_0"]["team_tokens"] > 0 and infos["agent_0"]["tokens_estimated"] == 0
+        assert env.episode_summary()["subject"] in ("addition", "comparison", "word_problem", "facts")
