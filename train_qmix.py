@@ -49,7 +49,7 @@ from learners.inflight import sibling_envs
 from learners.evaluation import config_overrides as _flatten  # a saved config as --set overrides (--resume)
 from learners.learner import QMIXLearner
 from learners.batch_runner import BatchStats, EpisodeBatch
-from learners.runner import EpisodeRunner
+from learners.runner import EpisodeRunner, space_dims
 from learners.schedules import epsilon_at, lr_at
 from learners.teacher import imitate_teacher
 from learners.seeds import format_seeds, run_seeds
@@ -205,7 +205,7 @@ def build(cfg: ExperimentConfig, args: argparse.Namespace, out_dir: Path, checkp
     device = pick_device(cfg.learner.device)
     train_env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="train"))
     eval_env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="eval"))
-    obs_dim, state_dim = train_env.obs_builder.dim, train_env.obs_builder.state_dim
+    obs_dim, state_dim = space_dims(train_env)
     if cfg.learner.privileged_state:  # the mixer's state also holds the simulator's hidden variables
         state_dim += SimVectorEnv(cfg.env, encoder=train_env.encoder).privileged_dim
     learner = QMIXLearner(obs_dim, state_dim, n, N_ACTIONS, cfg.learner, device)

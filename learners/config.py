@@ -149,7 +149,7 @@ class LearnerConfig:
         check_number(self, "teacher_temperature", 0.0, open_low=True, prefix=_section(self))
         check_number(self, "lr", 0.0, open_low=True, prefix=_section(self))
         check_number(self, "gamma", 0.0, high=1.0, prefix=_section(self))
-        check_number(self, "grad_clip", 0.0, open_low=True, prefix=_section(self))
+        check_number(self, "grad_clip", 0.0, open_low=True, prefix=_section(self), finite=False)  # inf: no clipping
         check_number(self, "tau", 0.0, high=1.0, open_low=True, prefix=_section(self))
         check_number(self, "td_lambda", 0.0, high=1.0, prefix=_section(self))
         check_number(self, "eps_start", 0.0, high=1.0, prefix=_section(self))

@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
+from learners.runner import space_dims
 from learners.evaluation import (OBSERVATION_LAYOUT, QMIXPolicy, agent_from_checkpoint, held_out_comparison,
                                  layout_difference, load_checkpoint)
 from topo_env.engine.cli import RunError, closing_note, format_table, points, standard_error_note
@@ -173,7 +174,7 @@ def evaluate_on_real(real: ExperimentConfig, run: Path, progress: bool = True) -
     if differs:
         raise ConfigError(f"the trained network does not read the real team's observations: {differs}")
     eval_env = TopologyParallelEnv(dataclasses.replace(real.env, split="eval"))
-    agent = agent_from_checkpoint(checkpoint, run_cfg, eval_env.obs_builder.dim)
+    agent = agent_from_checkpoint(checkpoint, run_cfg, space_dims(eval_env)[0])
     results, _, _, paired, headroom = held_out_comparison(real, [QMIXPolicy(agent, torch.device("cpu"))], eval_env,
                                                           progress=progress)
     return results, paired, headroom

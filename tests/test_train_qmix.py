@@ -618,3 +618,11 @@ def test_seeds_run_in_their_own_processes_and_report_means(tmp_path):
     assert summary["policies"]["qmix"]["reward"]["mean"] == pytest.approx(np.mean(rewards))
     assert summary["policies"]["qmix"]["reward"]["se"] == pytest.approx(np.std(rewards, ddof=1) / np.sqrt(2))
     assert summary["qmix_minus"]["solo"]["values"] == [r["qmix_minus"]["solo"]["mean"] for r in per_seed]
+
+
+def test_grad_clip_may_be_infinite_and_other_numbers_may_not():
+    """``learner.grad_clip: .inf`` turns clipping off (torch's clip_grad_norm_ takes inf); an infinite
+    learning rate is refused in one line naming it."""
+    assert load_experiment(None, ["learner.grad_clip=.inf"]).learner.grad_clip == float("inf")
+    with pytest.raises(ConfigError, match=r"learner.lr=inf: must be a finite number > 0.0"):
+        load_experiment(None, ["learner.lr=.inf"])

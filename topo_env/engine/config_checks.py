@@ -80,16 +80,16 @@ def check_int(cfg: Any, key: str, minimum: int, prefix: str = "") -> None:
 
 
 def check_number(cfg: Any, key: str, low: float, high: float | None = None, open_low: bool = False,
-                 prefix: str = "") -> None:
-    """``cfg.key`` must be a finite real number >= ``low`` (> with ``open_low``) and <= ``high``
-    when given; stored as a float."""
+                 prefix: str = "", finite: bool = True) -> None:
+    """``cfg.key`` must be a real number >= ``low`` (> with ``open_low``) and <= ``high`` when
+    given, and finite unless ``finite=False`` (then +inf passes, e.g. "no limit"); stored as a float."""
     v = getattr(cfg, key)
-    ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and v == v and v != float("inf")
+    ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and v == v and (v != float("inf") or not finite)
     if ok:
         ok = (v > low if open_low else v >= low) and (high is None or v <= high)
     if not ok:
         bound = f"{'>' if open_low else '>='} {low}" + (f" and <= {high}" if high is not None else "")
-        raise ConfigError(f"{_name(prefix, key)}={v!r}: must be a finite number {bound}")
+        raise ConfigError(f"{_name(prefix, key)}={v!r}: must be a {'finite ' if finite else ''}number {bound}")
     object.__setattr__(cfg, key, float(v))
 
 
