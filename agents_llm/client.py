@@ -77,11 +77,13 @@ def estimate_tokens(text: str) -> int:
 
 
 class LLMClient:
-    """Concurrent, retried, cached chat completions against one OpenAI-compatible server."""
+    """Concurrent, retried, cached chat completions against one OpenAI-compatible server (or
+    several replicas of it: ``replica_urls``)."""
 
     def __init__(self, config: LLMSettings):
         self.config = config
-        self._client: openai.AsyncOpenAI | None = None
+        self._clients: dict[str, openai.AsyncOpenAI] = {}  # per server URL
+        self._busy = {url: 0 for url in config.server_urls()}  # calls in flight per server URL
         self._slots: asyncio.Semaphore | None = None
         self._slots_loop: asyncio.AbstractEventLoop | None = None
         self._cache = ResponseCache(config.cache_path) if config.cache_path else None
@@ -91,18 +93,18 @@ class LLMClient:
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_client"] = state["_slots"] = state["_slots_loop"] = None  # live resources do not pickle
+        state["_clients"], state["_slots"], state["_slots_loop"] = {}, None, None  # live resources do not pickle
         return state
 
     def __repr__(self) -> str:
         return f"LLMClient(model={self.config.model!r}, base_url={self.config.resolved_base_url()!r})"
 
-    def _openai(self) -> openai.AsyncOpenAI:
-        if self._client is None:
+    def _openai(self, url: str) -> openai.AsyncOpenAI:
+        if url not in self._clients:
             key = self.config.api_key or os.environ.get("OPENAI_API_KEY") or "no-key"  # local servers need none
-            self._client = openai.AsyncOpenAI(base_url=self.config.resolved_base_url(), api_key=key,
-                                              timeout=self.config.timeout_s, max_retries=0)
-        return self._client
+            self._clients[url] = openai.AsyncOpenAI(base_url=url, api_key=key, timeout=self.config.timeout_s,
+                                                    max_retries=0)
+        return self._clients[url]
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -111,10 +113,10 @@ class LLMClient:
         return self._slots
 
     async def aclose(self) -> None:
-        """Close the connection pool (on the loop that used it); the next call opens a new one."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        """Close the connection pools (on the loop that used them); the next call opens new ones."""
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            await client.close()
 
     async def complete(self, messages: list[dict[str, str]], sample_index: int = 0) -> ChatResult:
         """The model's reply to ``messages`` (cached by request and ``sample_index``)."""
@@ -135,10 +137,12 @@ class LLMClient:
         cfg = self.config
         last: Exception | None = None
         for attempt in range(cfg.max_retries + 1):
+            url = min(self._busy, key=self._busy.__getitem__)  # the least busy server (base_url on a tie)
+            self._busy[url] += 1
             try:
                 self.calls_made += 1
                 response = await asyncio.wait_for(
-                    self._openai().chat.completions.create(model=cfg.model, messages=messages, **params),
+                    self._openai(url).chat.completions.create(model=cfg.model, messages=messages, **params),
                     timeout=cfg.timeout_s,
                 )
                 self.reached = True
@@ -146,15 +150,17 @@ class LLMClient:
             except (asyncio.TimeoutError, ValueError, openai.APIResponseValidationError, *RETRYABLE) as err:
                 # ValueError: a body that is not the JSON it should be (a glitching server)
                 if not self.reached and _refused(err):
-                    raise ServerUnreachable(unreachable_message(cfg.resolved_base_url())) from None
+                    raise ServerUnreachable(unreachable_message(url)) from None
                 last = err
                 if attempt == cfg.max_retries:
                     break
                 wait = cfg.backoff_s * (2 ** attempt) * (0.5 + self._jitter.random())
                 await asyncio.sleep(wait)
             except openai.APIStatusError as err:  # 4xx other than 429: retrying will not help
-                raise LLMError(f"{cfg.resolved_base_url()} model {cfg.model!r}: HTTP {err.status_code} "
+                raise LLMError(f"{url} model {cfg.model!r}: HTTP {err.status_code} "
                                f"{type(err).__name__}") from None
+            finally:
+                self._busy[url] -= 1
         raise LLMError(f"{cfg.resolved_base_url()} model {cfg.model!r}: gave up after {cfg.max_retries + 1} "
                        f"attempt(s): {type(last).__name__}") from None
 

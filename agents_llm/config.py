@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from topo_env.engine.config_checks import ConfigError, check_int, check_number
+from topo_env.engine.config_checks import ConfigError, as_tuple, check_int, check_number
 from topo_env.engine.tasks import DOMAINS
 
 if TYPE_CHECKING:
@@ -21,8 +21,10 @@ class LLMSettings:
     best left to the variable and is never written out (:meth:`public_dict`). Sampling:
     ``temperature``, ``top_p``, ``max_tokens`` (completion), ``seed`` (sent when not None).
     Robustness: ``timeout_s`` per call, ``max_retries``, ``backoff_s`` (first wait, doubled each
-    retry, with jitter), ``max_concurrency`` (calls in flight). ``cache_path``: sqlite response
-    cache, None to turn caching off.
+    retry, with jitter), ``max_concurrency`` (calls in flight). ``replica_urls``: more servers of
+    the same model (a llama.cpp server answers one request at a time; two of them on one thread each
+    answer twice as many on two cores); each call goes to the least busy of ``base_url`` and these,
+    and is cached under ``base_url``. ``cache_path``: sqlite response cache, None to turn caching off.
     """
 
     model: str
@@ -36,6 +38,7 @@ class LLMSettings:
     max_retries: int = 4
     backoff_s: float = 0.5
     max_concurrency: int = 8
+    replica_urls: tuple[str, ...] = ()
     cache_path: str | None = ".cache/llm_responses.sqlite"
 
     def __post_init__(self) -> None:
@@ -54,9 +57,19 @@ class LLMSettings:
             check_int(self, key, low, prefix="backend")
         if self.seed is not None:
             check_int(self, "seed", 0, prefix="backend")
+        replicas = as_tuple("backend.replica_urls", self.replica_urls)
+        for url in replicas:
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise ConfigError(f"backend.replica_urls holds {url!r}: give each server's base URL, like "
+                                  "http://127.0.0.1:8081/v1")
+        object.__setattr__(self, "replica_urls", replicas)
 
     def resolved_base_url(self) -> str:
         return self.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+
+    def server_urls(self) -> tuple[str, ...]:
+        """Every server a call may go to: :meth:`resolved_base_url`, then ``replica_urls``."""
+        return (self.resolved_base_url(), *self.replica_urls)
 
     def sampling(self) -> dict[str, Any]:
         params = {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from agents_llm.scoring import extract_choice, extract_math_answer, strip_code_fences
+from agents_llm.scoring import extract_choice, extract_math_answer, strip_code_fences, wants_number
 from topo_env.engine.team_backend import AgentCall, Message, Verdict
 from topo_env.engine.tasks import Task
 
@@ -103,4 +103,4 @@ def parse_reply(text: str, task: Task) -> tuple[str | None, float | None]:
         return (code.strip() or None), confidence
     if task.metadata.get("choices"):
         return extract_choice(text, n_choices=len(task.metadata["choices"])), confidence
-    return extract_math_answer(text), confidence
+    return extract_math_answer(text, number_fallback=wants_number(task)), confidence

@@ -4,7 +4,8 @@
   committed to ("Answer: C", "the answer is (B)", "**D**", "\\boxed{C}", ...; the last
   commitment wins), never a stray capital in prose.
 * :func:`extract_math_answer` / :func:`score_math`: the last ``\\boxed{...}`` (else an
-  "answer: X" line), checked against the reference with ``math_verify`` in a worker
+  "answer: X" line; for a task whose ``metadata["answer_format"]`` is ``"number"``, else the last
+  number in the reply), checked against the reference with ``math_verify`` in a worker
   process under our own wall-clock timeout (math-verify's own ``signal.alarm`` timeouts are
   off, so this works from any thread), with a numeric fallback.
 * :func:`score_code`: prompt + completion + hidden tests run by
@@ -39,6 +40,8 @@ __all__ = [
     "extract_choice",
     "score_multiple_choice",
     "extract_math_answer",
+    "last_number",
+    "wants_number",
     "math_equal",
     "score_math",
     "strip_code_fences",
@@ -203,10 +206,24 @@ def _clean_answer(ans: str) -> str:
     return ans.strip()
 
 
-def extract_math_answer(text: str | None) -> str | None:
+_TEAM_FORMAT_LINE = re.compile(r"(?i)\b(?:confidence|need|offer)\s*[:=][^\n]*")
+_NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?")
+
+
+def last_number(text: str | None) -> str | None:
+    """The last number in ``text`` ("1,234" -> "1234"), leaving out the team's format lines
+    (from ``Confidence:``, ``NEED:`` or ``OFFER:`` to the line's end); None when there is none. This is lm-evaluation-harness's
+    GSM8K "flexible-extract" rule (the last number wins), for models that state a number without
+    the requested format."""
+    found = _NUMBER.findall(_TEAM_FORMAT_LINE.sub("", text or ""))
+    return found[-1].replace(",", "") if found else None
+
+
+def extract_math_answer(text: str | None, number_fallback: bool = False) -> str | None:
     """The model's final math answer: the content of the last ``\\boxed{...}`` (balanced
     braces), else the last "final answer: X" / "the answer is X" / "answer: X" (rest of
-    the line, without markdown, ``$`` and a closing period); ``None`` when neither is there."""
+    the line, without markdown, ``$`` and a closing period), else with ``number_fallback``
+    :func:`last_number`; ``None`` when none is there."""
     if not text:
         return None
     boxed = _boxed_contents(text)
@@ -218,7 +235,13 @@ def extract_math_answer(text: str | None) -> str | None:
         ans = _clean_answer(m.group("ans"))
         if ans:
             return ans
-    return None
+    return last_number(text) if number_fallback else None
+
+
+def wants_number(task: Task) -> bool:
+    """Whether ``task`` asks for a bare number (``metadata["answer_format"] == "number"``), so an
+    unformatted reply is read by :func:`last_number`."""
+    return task.metadata.get("answer_format") == "number"
 
 
 _LATEX_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*([^{}]+?)\s*\}\s*\{\s*([^{}]+?)\s*\}")
@@ -441,13 +464,14 @@ def math_equal(answer: str, reference: str, timeout_s: float = 5.0) -> bool:
     return _numbers_close(answer, reference)
 
 
-def score_math(text: str | None, reference: str | float | int, timeout_s: float = 5.0) -> float:
+def score_math(text: str | None, reference: str | float | int, timeout_s: float = 5.0,
+               number_fallback: bool = False) -> float:
     """1.0 when the model's final answer (:func:`extract_math_answer`) equals ``reference``
     (:func:`math_equal`), else 0.0. Safe to call from any thread: math-verify runs in a worker
     process with its signal timeouts off and is killed after ``timeout_s`` seconds."""
     if reference is None:
         return 0.0
-    answer = extract_math_answer(text)
+    answer = extract_math_answer(text, number_fallback)
     if answer is None:
         return 0.0
     return 1.0 if math_equal(answer, str(reference), timeout_s) else 0.0
@@ -568,7 +592,7 @@ def score(task: Task, text: str | None, *, math_timeout_s: float = 5.0, code_tim
     * a task with ``metadata["choices"]`` (multiple choice, usually ``reasoning``):
       :func:`score_multiple_choice` against the reference letter;
     * ``math``, and ``reasoning`` without choices: :func:`score_math` (math-verify, number
-      or normalised text).
+      or normalised text; the last number of an unformatted reply where :func:`wants_number`).
 
     An output with no stated answer scores 0.0.
     """
@@ -580,7 +604,7 @@ def score(task: Task, text: str | None, *, math_timeout_s: float = 5.0, code_tim
     if choices:
         return score_multiple_choice(text, task.reference, n_choices=len(choices))
     if task.domain in ("math", "reasoning"):
-        return score_math(text, task.reference, timeout_s=math_timeout_s)
+        return score_math(text, task.reference, timeout_s=math_timeout_s, number_fallback=wants_number(task))
     raise ValueError(f"unknown domain {task.domain!r} for task {task.id!r}")
 
 

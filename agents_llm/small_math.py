@@ -12,9 +12,10 @@ facts          counts everyone knows (legs, days, sides, ...)      no: knowledge
 =============  ==================================================  ==============================
 
 The domain is ``math``: the agents answer as for any math task and are scored with math-verify
-against ``reference``. ``metadata["verifiable"]`` says whether running code can check the answer
-(the simulated team's per-subject verifiability, fitted from a real team's traces, should follow
-it). The same ``seed`` gives the same tasks, ids and order on every machine: each task draws from
+against ``reference``; every prompt ends with :data:`ANSWER_REQUEST` and ``metadata["answer_format"]``
+is ``"number"``, so a reply without ``\\boxed{}`` or an "answer:" line is read by its last number.
+``metadata["verifiable"]`` says whether running code can check the answer (the simulated team's
+per-subject verifiability, fitted from a real team's traces, should follow it). The same ``seed`` gives the same tasks, ids and order on every machine: each task draws from
 its own generator seeded by (seed, subject, bucket, index).
 
 Load it as ``env.backend.dataset: small_math`` (:func:`agents_llm.tasks.load_dataset`), or write a
@@ -32,6 +33,11 @@ from topo_env.engine.tasks import Task
 
 SUBJECTS: tuple[str, ...] = ("addition", "comparison", "word_problem", "facts")
 VERIFIABLE: dict[str, bool] = {"addition": True, "comparison": True, "word_problem": True, "facts": False}
+ANSWER_REQUEST = "Answer with a single number."
+"""Ends every prompt. With it SmolLM2-135M replies with short sentences that hold the number
+(33% right on 60 tasks, 21 completion tokens a reply) instead of ignoring the ``\\boxed{}`` format
+(5%); the tasks' ``answer_format: number`` lets the scorer read the last number of such a reply
+(:func:`agents_llm.scoring.last_number`)."""
 DEFAULT_PER_CELL = 100
 """Tasks per (subject, bucket): 1,200 in all."""
 
@@ -64,7 +70,7 @@ def _comparison(rng: random.Random, bucket: int) -> tuple[str, int]:
     lo, hi = ((1, 9), (10, 99), (100, 999))[bucket]
     a = rng.randint(lo, hi)
     b = rng.choice([v for v in range(max(lo, a - 9), min(hi, a + 9) + 1) if v != a])  # close numbers
-    return f"Which number is larger, {a} or {b}? Answer with that number.", max(a, b)
+    return f"Which number is larger, {a} or {b}?", max(a, b)
 
 
 def _word_problem(rng: random.Random, bucket: int) -> tuple[str, int]:
@@ -100,11 +106,12 @@ def generate(per_cell: int = DEFAULT_PER_CELL, seed: int = 0, subjects: Sequence
         for bucket in range(3):
             for index in range(per_cell):
                 rng = random.Random(f"{seed}/{subject}/{bucket}/{index}")  # str seeds hash stably (sha512)
-                prompt, answer = _MAKERS[subject](rng, bucket)
+                question, answer = _MAKERS[subject](rng, bucket)
                 tasks.append(Task(
-                    id=f"small_math/{subject}/{bucket}/{index}", domain="math", prompt=prompt, reference=str(answer),
+                    id=f"small_math/{subject}/{bucket}/{index}", domain="math", prompt=f"{question} {ANSWER_REQUEST}",
+                    reference=str(answer),
                     metadata={"subject": subject, "bucket": bucket, "difficulty": (bucket + 0.5) / 3,
-                              "verifiable": VERIFIABLE[subject], "source": "small_math"},
+                              "verifiable": VERIFIABLE[subject], "answer_format": "number", "source": "small_math"},
                 ))
     return tasks
 

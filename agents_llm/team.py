@@ -14,6 +14,7 @@ answer; reasoning has no verifier.
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -49,10 +50,15 @@ def visible_tests(task: Task) -> str | None:
 
 
 class TaskPool:
-    """Train / eval task lists of one domain (``task(split, index)`` as the simulator's)."""
+    """Train / eval task lists of one domain (``task(split, index)`` as the simulator's). Each
+    split is in a fixed shuffled order (seeded), so tasks 0..k-1 of a split are a sample without
+    replacement: an evaluation that plays them in order (:func:`learners.evaluation.evaluate`)
+    sees every subject of a dataset sorted by subject."""
 
     def __init__(self, tasks: Sequence[Task], train_size: int, seed: int = 0):
         train, held_out = split_tasks(list(tasks), train_size=train_size, seed=seed)
+        for split in (train, held_out):
+            random.Random(f"task order/{seed}").shuffle(split)
         self.splits = {"train": train, "eval": held_out}
 
     def task(self, split: str, index: int) -> Task:

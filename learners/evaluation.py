@@ -224,7 +224,9 @@ def evaluate(env, policy: CommPolicy, episodes: int, seed: int, split: str = "ev
              siblings: Sequence[Any] = ()) -> tuple[dict[str, Any], list[EpisodeTrace]]:
     """Score ``policy`` on ``episodes`` episodes of ``env`` (episode k: env seed ``seed + k``)
     with :func:`~topo_env.references.baselines.evaluate_policy`; returns its figures merged with
-    :func:`summarize_traces` of the same episodes, and the episodes' traces.
+    :func:`summarize_traces` of the same episodes, and the episodes' traces. A real team (any
+    backend but the simulator) plays its held-out tasks in order, episode k task k, so an
+    evaluation of at most the split's size sees each task once and every policy the same tasks.
 
     ``siblings``: more envs of ``env``'s config (:func:`learners.inflight.sibling_envs`) to keep
     ``1 + len(siblings)`` episodes in flight, each env with its own copy of ``policy``; every
@@ -235,9 +237,11 @@ def evaluate(env, policy: CommPolicy, episodes: int, seed: int, split: str = "ev
         done = evaluate_batched(env, policy, episodes, seed, split, progress)
         traces = [trace for _, trace in done]
         return {**policy_figures([f for f, _ in done]), **summarize_traces(traces, env.rounds, watch)}, traces
+    in_order = env.unwrapped.config.backend.kind != "sim"
     if not siblings:
         recorder = TraceRecorder(env)
-        figures = evaluate_policy(recorder, policy, episodes, seed=seed, split=split, progress=progress)
+        figures = evaluate_policy(recorder, policy, episodes, seed=seed, split=split, progress=progress,
+                                  tasks_in_order=in_order)
         return {**figures, **summarize_traces(recorder.traces, env.rounds, watch)}, recorder.traces
     check_evaluation(episodes, seed, split)
     envs = [env, *siblings]
@@ -247,7 +251,8 @@ def evaluate(env, policy: CommPolicy, episodes: int, seed: int, split: str = "ev
 
     async def play(slot_env, slot: int, k: int) -> tuple[EpisodeFigures, EpisodeTrace]:
         recorder = recorders[id(slot_env)]
-        played = await play_comm_episode(recorder, policies[slot], int(seed) + k, split, recorder.astep)
+        played = await play_comm_episode(recorder, policies[slot], int(seed) + k, split, recorder.astep,
+                                         task=k if in_order else None)
         return played, recorder.traces[-1]
 
     done = list(tqdm(EpisodesInFlight(envs).play(range(int(episodes)), play), total=int(episodes),

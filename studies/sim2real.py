@@ -21,13 +21,18 @@ rewards, as with an LLM team. The route:
    (a simulated real team: also its headroom references, read for this score only).
 
 ``DIR/results.json`` holds ``sim2real`` (``real_calls``: every real call spent on training, at most
-the budget; ``record``, ``fitted_profile``, ``fit``, ``sim_run``, ``finetune``) and ``eval`` /
-``qmix_minus`` on the real team as a training run's results.json does.
+the budget; ``record``, ``fitted_profile``, ``fit``, ``sim_run``, ``finetune``, and
+``predicted_vs_measured``: what the fitted team predicts for each fixed topology, from
+:data:`PREDICTION_EPISODES` simulated held-out episodes, against what the real team scored) and
+``eval`` / ``qmix_minus`` on the real team as a training run's results.json does.
+
+    python -m studies.sim2real DIR      # the closing tables of a finished run again (from DIR/results.json)
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -37,9 +42,11 @@ import torch
 
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
 from learners.runner import space_dims
-from learners.evaluation import (OBSERVATION_LAYOUT, QMIXPolicy, agent_from_checkpoint, held_out_comparison,
-                                 layout_difference, load_checkpoint)
-from topo_env.engine.cli import RunError, closing_note, format_table, points, standard_error_note
+from learners.evaluation import (OBSERVATION_LAYOUT, QMIXPolicy, agent_from_checkpoint,
+                                 held_out_comparison, layout_difference, load_checkpoint, score_on_simulator)
+from topo_env.engine.cli import OneLineParser, RunError, closing_note, format_table, points, run_main, standard_error_note
+from topo_env.references.baselines import BASELINES
+from topo_env.engine.seeding import EVAL_SEED_OFFSET
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.engine.config_checks import ConfigError
 from topo_env.frontends.parallel_env import TopologyParallelEnv
@@ -50,6 +57,9 @@ TEAM_KEYS = ("n_agents", "rounds", "roles", "personas", "encoder", "embed_dim", 
              "reward_mode", "target_rule", "adversarial_agents", "adversary_position", "n_adversaries",
              "disabled_actions")
 """The real team's env keys the simulated training copies: the episode, the reward and the observation layout."""
+PREDICTION_EPISODES = 20_000
+"""Simulated held-out episodes per fixed topology behind the fitted team's predictions (their SE is
+well under a point)."""
 RECORD_CHUNK = 64
 """Exploration episodes recorded per call of record_exploration, the budget checked between calls."""
 
@@ -122,8 +132,7 @@ def run(args, train: Callable[[list[str]], int]) -> int:
     base = DEFAULT_BASE.get(domain, "mmlu_pro")
     say(f"sim2real: fitting a simulated team to {recorded['episodes']} episodes ({recorded['calls']} calls), "
         f"from the built-in {base!r}")
-    team = {k: v for k, v in real.env.to_dict().items() if k not in ("backend", "domain", "profile", "split", "render_mode")}
-    profile, report = fit_traces(traces, base, seed=seed, config=EnvConfig.from_dict({**team, "profile": base}))
+    profile, report = fit_traces(traces, base, seed=seed, config=simulated_team(real, base))
     fitted = out / "fitted.yaml"
     write_profile(profile, fitted)
     (out / "fit_report.json").write_text(json.dumps(report, indent=1, default=str))
@@ -158,6 +167,7 @@ def run(args, train: Callable[[list[str]], int]) -> int:
                "sim2real": {"real_calls": real_calls, "budget": args.real_calls, "record": recorded,
                             "fitted_profile": str(fitted), "fit_report": str(out / "fit_report.json"),
                             "fit": fit_summary(report), "sim_run": str(sim_run), "finetune": finetune_report,
+                            "predicted_vs_measured": predicted_vs_measured(real, fitted, results),
                             "seconds": time.perf_counter() - started}}
     (out / "results.json").write_text(json.dumps(summary, indent=2, default=str))
     print_table(summary, real, out)
@@ -178,6 +188,37 @@ def evaluate_on_real(real: ExperimentConfig, run: Path, progress: bool = True) -
     results, _, _, paired, headroom = held_out_comparison(real, [QMIXPolicy(agent, torch.device("cpu"))], eval_env,
                                                           progress=progress)
     return results, paired, headroom
+
+
+def simulated_team(real: ExperimentConfig, profile: str | Path, split: str = "train") -> EnvConfig:
+    """The real team's layout (agents, rounds, roles, reward, encoder) as a simulated team of ``profile``."""
+    team = {k: v for k, v in real.env.to_dict().items() if k not in ("backend", "domain", "profile", "split", "render_mode")}
+    return EnvConfig.from_dict({**team, "profile": str(profile), "split": split})
+
+
+def predicted_vs_measured(real: ExperimentConfig, fitted: Path, measured: dict,
+                          episodes: int = PREDICTION_EPISODES) -> list[dict]:
+    """Per fixed topology (and the random policy) in ``measured`` (the real team's held-out
+    figures): the fitted team's accuracy and tokens per task over ``episodes`` simulated held-out
+    episodes against the real team's, the standard error of the difference (both samples'), and
+    ``miss``: the difference is beyond 2 SE."""
+    env = TopologyParallelEnv(simulated_team(real, fitted, split="eval"))
+    try:
+        predicted, _ = score_on_simulator(env, episodes, real.train.seed + EVAL_SEED_OFFSET, progress=False,
+                                          references=False)
+    finally:
+        env.close()
+    rows = []
+    for name in BASELINES:
+        if name not in measured:
+            continue
+        p, n, q = measured[name]["accuracy"], measured[name]["episodes"], predicted[name]["accuracy"]
+        se = math.sqrt(p * (1 - p) / max(n - 1, 1) + q * (1 - q) / (episodes - 1))
+        rows.append({"policy": name, "predicted_accuracy": q, "measured_accuracy": p, "se": se,
+                     "difference": p - q, "miss": abs(p - q) > 2 * se,
+                     "predicted_tokens": predicted[name]["tokens_per_task"],
+                     "measured_tokens": measured[name]["tokens_per_task"]})
+    return rows
 
 
 def fit_summary(report: dict) -> dict:
@@ -206,6 +247,18 @@ def print_table(summary: dict, real: ExperimentConfig, out: Path) -> None:
              f"{s2r['record']['episodes']} exploration episodes"
              + (f", {s2r['finetune']['calls']} fine-tuning" if s2r["finetune"] else "") + "); the held-out evaluation's "
              "calls are not training spend.", standard_error_note("qmix - policy (SE)")]
+    prediction = s2r.get("predicted_vs_measured")
+    if prediction:
+        print("\nThe fitted simulated team's prediction for each fixed topology against the real team (accuracy in "
+              "points; SE of the difference, both samples):")
+        print(format_table([{"policy": r["policy"], "predicted": points(r["predicted_accuracy"]),
+                             "measured": points(r["measured_accuracy"]),
+                             "measured - predicted (SE)": f"{100 * r['difference']:+.2f} ({100 * r['se']:.2f})",
+                             "beyond 2 SE": "yes" if r["miss"] else "no",
+                             "tokens/task predicted": f"{r['predicted_tokens']:.0f}",
+                             "tokens/task measured": f"{r['measured_tokens']:.0f}"} for r in prediction],
+                           ("policy", "predicted", "measured", "measured - predicted (SE)", "beyond 2 SE",
+                            "tokens/task predicted", "tokens/task measured")))
     print("\n" + closing_note(f"sim2real from {real.env.team_label}",
                               notes, [("results", out / "results.json"), ("fitted team", Path(s2r["fitted_profile"])),
                                       ("fit report", Path(s2r["fit_report"])), ("training run", Path(s2r["sim_run"]))]))
@@ -213,3 +266,27 @@ def print_table(summary: dict, real: ExperimentConfig, out: Path) -> None:
 
 def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
+
+
+def show(argv: Sequence[str] | None = None) -> int:
+    """``python -m studies.sim2real DIR``: the closing tables of a finished run, from
+    ``DIR/results.json``; a run from before the prediction table gets it computed and saved."""
+    parser = OneLineParser(prog=PROG, description="The closing tables of a finished --sim2real run.")
+    parser.add_argument("run", help="the run's --out folder (holds results.json)")
+    out = Path(parser.parse_args(argv).run)
+    if not (out / "results.json").is_file():
+        raise ConfigError(f"{out}: no results.json there; give the --out folder of a finished --sim2real run")
+    summary = json.loads((out / "results.json").read_text())
+    real = ExperimentConfig.from_dict(summary["config"])
+    s2r = summary["sim2real"]
+    if "predicted_vs_measured" not in s2r:
+        s2r["predicted_vs_measured"] = predicted_vs_measured(real, Path(s2r["fitted_profile"]), summary["eval"])
+        (out / "results.json").write_text(json.dumps(summary, indent=2, default=str))
+    print_table(summary, real, out)
+    return 0
+
+
+PROG = "python -m studies.sim2real"
+
+if __name__ == "__main__":
+    sys.exit(run_main(show, PROG))

@@ -224,3 +224,34 @@ def test_missing_file_and_no_usable_calls(fitted, tmp_path):
         fit_profile(load_traces([empty]), fitted["base"], where=str(empty))
     with pytest.raises(FitError, match="empty.jsonl.*no usable calls"):
         main([str(empty), "--out", str(tmp_path / "y.yaml")])
+
+
+def test_a_team_without_reasoning_tokens_and_unknown_task_sizes(tmp_path):
+    """A small model's traces (SmolLM2 on small_math): no call reports reasoning tokens, and the
+    tasks do not say how many prompt tokens they hold. reason_mean is fitted to 0, not kept from the
+    base (which would add its reasoning tokens to every simulated call), and sys_tokens +
+    task_tokens_mean, whose sum alone is identified, reproduce the prompts."""
+    truth = with_overrides(get_profile("mmlu_pro"), **{**TRUTH, "reason_mean": 0.0})
+    truth_path = tmp_path / "truth.yaml"
+    truth = write_profile(truth, truth_path)
+    traces = tmp_path / "traces.jsonl"
+    record_exploration(topo_env.parallel_env(profile=str(truth_path), rounds=2), traces, 400, seed=1, pool=200)
+    lines = []
+    for line in traces.read_text().splitlines():
+        rec = json.loads(line)
+        meta = rec["task"]["metadata"]
+        rec["task"]["metadata"] = {"subject": meta["subject"], "difficulty": meta["difficulty"]}
+        lines.append(json.dumps(rec))
+    traces.write_text("\n".join(lines) + "\n")
+    records = load_traces([traces])
+    assert all(c["reasoning_tokens"] == 0 for rec in records for r in rec["rounds"] for c in r["calls"])
+    base = with_overrides(truth, **BASE_START)  # reason_mean 600, sys_tokens 100
+    profile, report = fit_profile(records, base)
+    r = rows(report)
+    assert r["reason_mean"]["status"] == "fitted" and profile.reason_mean == 0.0
+    assert r["sys_tokens"]["status"] == r["task_tokens_mean"]["status"] == "fitted"
+    assert profile.sys_tokens / profile.task_tokens_mean == pytest.approx(base.sys_tokens / base.task_tokens_mean, rel=0.01)
+    d = np.array([json.loads(line)["task"]["metadata"]["difficulty"] for line in lines])
+    grow = float(np.mean(0.7 + 0.6 * d))
+    true_total = truth.sys_tokens + truth.task_tokens_mean * grow * np.exp(0.02)  # task tokens carry exp(0.2 z)
+    assert profile.sys_tokens + profile.task_tokens_mean * grow == pytest.approx(true_total, rel=0.05)

@@ -171,3 +171,25 @@ def test_bad_config_names_the_value():
         LLMSettings(model="m", timeout_s=0)
     with pytest.raises(ValueError, match="model=''"):
         LLMSettings(model="")
+
+
+def test_replicas_share_the_calls_and_the_cache(tmp_path):
+    with FakeOpenAIServer(latency=0.2) as first, FakeOpenAIServer(latency=0.2) as second:
+        client = make(first, tmp_path, replica_urls=[second.base_url], max_concurrency=4)
+
+        async def four():
+            return await asyncio.gather(*(client.complete(MESSAGES, sample_index=i) for i in range(4)))
+
+        replies = run(four())
+        assert len(first.requests) == 2 and len(second.requests) == 2  # the least busy server takes each call
+        assert first.max_in_flight == 2 and second.max_in_flight == 2
+        # cached under base_url: a client of the first server alone serves them without a call
+        alone = make(first, tmp_path)
+        assert [run(alone.complete(MESSAGES, sample_index=i)).content for i in range(4)] == [r.content for r in replies]
+        assert len(first.requests) == 2
+
+
+def test_a_bad_replica_url_names_itself():
+    with pytest.raises(ValueError, match="'localhost:8081'"):
+        LLMSettings(model="m", replica_urls=["localhost:8081"])
+    assert LLMSettings(model="m", replica_urls=["http://127.0.0.1:8081/v1"]).replica_urls == ("http://127.0.0.1:8081/v1",)

@@ -108,7 +108,7 @@ def test_secrets_never_written(tmp_path):
         assert SECRET not in blob
         assert SECRET.encode() not in (tmp_path / "cache.sqlite").read_bytes()
         clone = pickle.loads(pickle.dumps(env))  # no live client inside
-        assert clone.backend.client._client is None
+        assert clone.backend.client._clients == {}
 
 
 def test_llm_backend_config_errors(tmp_path):
@@ -124,3 +124,23 @@ def test_llm_backend_config_errors(tmp_path):
     empty.write_text("")
     with pytest.raises(ConfigError, match="holds no code tasks"):
         topo_env.parallel_env(backend={"kind": "llm", "model": "m", "dataset": str(empty)}, domain="code")
+
+
+@pytest.mark.parametrize("in_flight", [1, 2])
+def test_a_real_team_is_evaluated_on_its_held_out_tasks_in_order_each_once(tmp_path, in_flight):
+    """Episode k of an evaluation plays held-out task k (a fixed shuffled order), so four episodes
+    on four held-out tasks see each once, whatever the seeds would have drawn, episodes in flight or not."""
+    from learners.evaluation import evaluate
+    from learners.inflight import sibling_envs
+    from topo_env.references.baselines import make_baseline
+
+    with FakeOpenAIServer([("ok", "Answer: B\nConfidence: 0.6", USAGE)]) as server:
+        env = make_env(server, tmp_path, "reasoning", reasoning_tasks(tmp_path / "r.jsonl"))
+        held_out = env.unwrapped.backend.tasks.splits["eval"]
+        assert len(held_out) == 4 and [t.id for t in held_out] != sorted(t.id for t in held_out)  # shuffled
+        figures, _ = evaluate(env, make_baseline("solo"), 4, seed=0, progress=False,
+                              siblings=sibling_envs(env, in_flight)[1:])
+        asked = [re.search(r"Question \d", r["messages"][-1]["content"]).group(0) for r in server.requests]
+        env.close()
+    assert figures["episodes"] == 4 and figures["accuracy"] == 1.0
+    assert sorted(set(asked)) == sorted(t.prompt.split(":")[0] for t in held_out)

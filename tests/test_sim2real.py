@@ -86,3 +86,29 @@ def test_it_scores_the_greedy_policy_on_the_real_teams_held_out_episodes(route):
     assert all(result["eval"][name]["episodes"] == 300 for name in ("qmix", "solo", "full"))
     assert set(result["qmix_minus"]) >= {"solo", "full"}
     assert result["sim2real"]["fit"]["parameters"].get("fitted", 0) > 0
+
+
+def test_it_sets_the_fitted_teams_predictions_against_what_the_real_team_scored(route, capsys):
+    out, real, _, _ = route
+    result = json.loads((out / "results.json").read_text())
+    rows = {r["policy"]: r for r in result["sim2real"]["predicted_vs_measured"]}
+    assert set(rows) == {"solo", "full", "chain", "star", "debate", "random"}
+    for name, row in rows.items():
+        assert row["measured_accuracy"] == result["eval"][name]["accuracy"]
+        assert row["measured_tokens"] == result["eval"][name]["tokens_per_task"]
+        assert row["difference"] == pytest.approx(row["measured_accuracy"] - row["predicted_accuracy"])
+        assert 0 < row["se"] < 0.05 and row["miss"] == (abs(row["difference"]) > 2 * row["se"])
+    # the same fitted team predicts the same figures (a seeded simulation), the true team others
+    again = sim2real.predicted_vs_measured(sim2real.ExperimentConfig.from_dict(result["config"]),
+                                           out / "fitted.yaml", result["eval"])
+    assert [r["predicted_accuracy"] for r in again] == [rows[r["policy"]]["predicted_accuracy"] for r in again]
+    truth = sim2real.predicted_vs_measured(sim2real.ExperimentConfig.from_dict(result["config"]), real, result["eval"])
+    assert [r["predicted_accuracy"] for r in truth] != [r["predicted_accuracy"] for r in again]
+    # python -m studies.sim2real DIR prints the tables again, and computes the predictions of an older run
+    del result["sim2real"]["predicted_vs_measured"]
+    (out / "results.json").write_text(json.dumps(result))
+    capsys.readouterr()
+    assert sim2real.show([str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "predicted" in printed and "beyond 2 SE" in printed and "debate" in printed
+    assert json.loads((out / "results.json").read_text())["sim2real"]["predicted_vs_measured"] == list(rows.values())

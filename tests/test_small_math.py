@@ -9,9 +9,11 @@ import pytest
 
 from agents_llm import small_math
 from agents_llm.datasets import BUILT_IN, load_dataset
-from agents_llm.scoring import score_math
+from agents_llm.prompts import parse_reply
+from agents_llm.scoring import last_number, score, score_math
 from agents_llm.tasks import load_jsonl, save_jsonl, split_tasks
 from topo_env import ConfigError, EnvConfig
+from topo_env.engine.tasks import Task
 
 
 def test_the_set_is_the_same_on_every_call_and_differs_by_seed():
@@ -33,14 +35,29 @@ def test_every_cell_and_its_verifiability():
 def test_the_reference_is_the_right_integer_and_the_scorer_takes_it(subject):
     for t in small_math.generate(per_cell=20, subjects=[subject]):
         answer = int(t.reference)
+        assert t.prompt.endswith(" " + small_math.ANSWER_REQUEST) and t.metadata["answer_format"] == "number"
+        question = t.prompt.removesuffix(" " + small_math.ANSWER_REQUEST)
         if subject == "addition":
-            a, b = (int(x) for x in t.prompt.removeprefix("What is ").removesuffix("?").split(" + "))
+            a, b = (int(x) for x in question.removeprefix("What is ").removesuffix("?").split(" + "))
             assert answer == a + b and (a < 10 and b < 10) == (t.metadata["bucket"] == 0)
         elif subject == "comparison":
-            a, b = (int(x) for x in t.prompt.split(", ")[1].split("?")[0].split(" or "))
+            a, b = (int(x) for x in question.split(", ")[1].split("?")[0].split(" or "))
             assert answer == max(a, b) and a != b and abs(a - b) <= 9
         assert score_math(f"so \\boxed{{{answer}}}", t.reference) == 1.0
         assert score_math(f"\\boxed{{{answer + 1}}}", t.reference) == 0.0
+        # a bare reply is read by its last number, never by the confidence line
+        assert score(t, f"It is {answer}.\nConfidence: 0.9") == 1.0
+        assert score(t, f"{answer + 1} is the answer I think, not {answer - 1}. Confidence: {answer}") == 0.0
+
+
+def test_a_bare_number_counts_only_where_the_task_asks_for_one():
+    number_task = small_math.generate(per_cell=1, subjects=["addition"])[0]
+    plain = Task(id="m", domain="math", prompt="What is 2 + 2?", reference="4")
+    assert last_number("1,234 apples and 5.5 pears\nNEED: 3 hints") == "5.5"
+    assert last_number("no number here") is None and last_number(None) is None
+    assert parse_reply(f"The sum is {number_task.reference}.", number_task)[0] == number_task.reference
+    assert parse_reply("The sum is 4.", plain) == (None, None)  # other math tasks still need a stated answer
+    assert score(plain, "The sum is 4.") == 0.0 and score(plain, "\\boxed{4}") == 1.0
 
 
 def test_harder_buckets_ask_for_more():

@@ -545,7 +545,8 @@ def test_every_shipped_config_loads_and_validates(path):
                 got = getattr(getattr(cfg, section), key)
             if (section, key) == ("env", "backend"):  # nested: each key written is the value in force
                 written = {"kind": value} if isinstance(value, str) else value
-                got, value = {k: getattr(got, k) for k in written}, written
+                got, value = {k: list(v) if isinstance(v, tuple) else v for k in written
+                              for v in [getattr(got, k)]}, written
             if isinstance(value, list):
                 got, value = list(got), list(value)
             assert got == value, (section, key, got, value)

@@ -6,7 +6,8 @@ Contract
 whose difficulty the traces give, Beta(diff_a, diff_b) is fitted to those difficulties by maximum
 likelihood (standard errors from the Fisher information), and, with as many tasks also giving their
 prompt tokens, task_tokens_mean = exp(mean of log(tokens) - log(0.7 + 0.6 d)). Otherwise the base's
-values are kept. Difficulties the fit estimated from attempts do not count. The rows go to ``report``.
+values are kept (task_tokens_mean: unless the prompt fit of :mod:`~topo_env.fitting.fit_tokens`, which
+runs first, scaled it). Difficulties the fit estimated from attempts do not count. The rows go to ``report``.
 """
 from __future__ import annotations
 
@@ -36,8 +37,9 @@ def fit_tasks(data: Data, report: Report) -> None:
             x = np.array([math.log(n) - math.log(0.7 + 0.6 * dd) for n, dd in rows])
             m = float(np.exp(x.mean()))
             report.set("task_tokens_mean", m, m * x.std(ddof=1) / math.sqrt(len(x)), len(x), "the tasks' prompt tokens")
-        else:
+        elif "task_tokens_mean" not in report.rows:  # else scaled by the prompt fit (fit_tokens)
             report.keep("task_tokens_mean", len(rows), "the tasks' prompt tokens are unknown")
     else:
         for name in ("diff_a", "diff_b", "task_tokens_mean"):
-            report.keep(name, len(d), "the tasks' difficulties are unknown")
+            if name not in report.rows:
+                report.keep(name, len(d), "the tasks' difficulties are unknown")

@@ -11,10 +11,12 @@ go to ``report`` (a part with fewer than ``MIN_CALLS`` calls keeps the base's va
   (f + conflict share)) with f in {1, revisit, reemit, decide_factor} (fresh, revised, re-emitted,
   decision calls) and share the inputs disagreeing with the answer; where the decision node (verbosity 1)
   anchors the scale (enough calls of every agent, decisions at two or more shares), every agent's
-  verbosity (``verbosity[i]`` rows).
+  verbosity (``verbosity[i]`` rows). Where no call reported reasoning tokens, reason_mean is 0 (a
+  model without a reasoning channel).
 * **prompt** = sys + task + sum over inputs (header + content + verdict tokens) by linear least squares
   over the calls whose inputs' content is known; with task fixed effects when a task's prompt tokens are
-  unknown, leaving sys_tokens kept.
+  unknown, and then sys_tokens and task_tokens_mean the base's scaled to the tasks' mean effect (only
+  their sum is identified).
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def fit_tokens(data: Data, p: SimProfile, calls: list[Call], verbosity: np.ndarr
     """Fit the content, reasoning and prompt token parameters to ``calls``; report their rows."""
     _fit_content(p, calls, report)
     _fit_reasoning(data, p, calls, verbosity, report)
-    _fit_prompt(data, calls, report)
+    _fit_prompt(data, p, calls, report)
 
 
 def _inputs(c: Call) -> list[Inp]:
@@ -83,7 +85,11 @@ def _fit_reasoning(data: Data, p: SimProfile, calls: list[Call], verbosity: np.n
     # enough agent calls each and decisions whose inputs disagree in differing shares
     decision_shares = {round(x[1], 6) for x in X if x[0] == 3}
     fit_verbosity = (per_agent >= MIN_CALLS).all() and 3 in cats_present and len(decision_shares) >= 2
-    if len(X) >= MIN_CALLS and has_fresh:
+    if not X and len(calls) >= MIN_CALLS:  # a model without a reasoning channel (SmolLM2, most small models)
+        report.set("reason_mean", 0.0, 0.0, len(calls), "no call reported reasoning tokens")
+        for name in ("revisit", "reemit", "decide_factor", "conflict"):
+            report.keep(name, 0, "no reasoning tokens to scale")
+    elif len(X) >= MIN_CALLS and has_fresh:
         free = (["log_reason_mean"] + [REASONING_FACTORS[k - 1] for k in sorted(cats_present)]
                 + (["conflict"] if has_conflict else []))
         _reasoning_least_squares(p, np.array(X), free, verbosity, per_agent, fit_verbosity, report)
@@ -111,7 +117,7 @@ def _reasoning_least_squares(p: SimProfile, a: np.ndarray, free: list[str], verb
         dev = x[len(free):] if n_dev else np.zeros(n)
         return y - x[0] - np.where(agent >= 0, dev[agent], 0.0) - np.log(np.maximum(f + v["conflict"] * share, 1e-9))
 
-    x0 = [math.log(p.reason_mean)] + [fixed[name] for name in free[1:]] + [0.0] * n_dev
+    x0 = [math.log(max(p.reason_mean, 1.0))] + [fixed[name] for name in free[1:]] + [0.0] * n_dev
     res = least_squares(resid, x0, bounds=([-np.inf] + [1e-4] * (len(free) - 1) + [-np.inf] * n_dev,
                                            [np.inf] * (len(free) + n_dev)))
     dof = max(len(y) - len(free) - n_dev, 1)
@@ -146,7 +152,7 @@ def _prompt_rows(calls: list[Call]) -> tuple[list[tuple[int, int, int]], list[in
     return rows, tasks
 
 
-def _fit_prompt(data: Data, calls: list[Call], report: Report) -> None:
+def _fit_prompt(data: Data, p: SimProfile, calls: list[Call], report: Report) -> None:
     rows, tasks = _prompt_rows(calls)
     if len(rows) < MIN_CALLS:
         for name in ("sys_tokens", "header_tokens", "verdict_tokens"):
@@ -167,8 +173,8 @@ def _fit_prompt(data: Data, calls: list[Call], report: Report) -> None:
         X = np.column_stack([np.ones(len(y))] + [c for _, c in cols])
         names = ["sys_tokens"] + [n for n, _ in cols]
     else:  # task fixed effects: demean within task
-        report.keep("sys_tokens", len(a), "the tasks' own prompt tokens are unknown (task effects absorb it)")
         if not cols:
+            _scale_sys_and_task(data, p, tasks, a[:, 0], report)
             report.keep("verdict_tokens", int((a[:, 2] > 0).sum()), "too few inputs with a verdict")
             return
         y, X = a[:, 0].copy(), np.column_stack([c for _, c in cols])
@@ -178,6 +184,8 @@ def _fit_prompt(data: Data, calls: list[Call], report: Report) -> None:
             X[m] -= X[m].mean(axis=0)
         names = [n for n, _ in cols]
     beta, *_ = np.linalg.lstsq(X, y, rcond=None)
+    if not known.all():
+        _scale_sys_and_task(data, p, tasks, a[:, 0] - np.column_stack([c for _, c in cols]) @ beta, report)
     r = y - X @ beta
     s2 = float(r @ r / max(len(y) - len(names), 1))
     se = np.sqrt(np.diag(s2 * np.linalg.pinv(X.T @ X)))
@@ -185,3 +193,19 @@ def _fit_prompt(data: Data, calls: list[Call], report: Report) -> None:
         report.set(name, b, e, len(y), "prompt tokens minus the inputs' content")
     if "verdict_tokens" not in names:
         report.keep("verdict_tokens", int((a[:, 2] > 0).sum()), "too few inputs with a verdict")
+
+
+def _scale_sys_and_task(data: Data, p: SimProfile, tasks: np.ndarray, own: np.ndarray, report: Report) -> None:
+    """sys_tokens and task_tokens_mean where the tasks' own prompt tokens are unknown: per call ``own`` is
+    its prompt minus what its inputs add (sys + task j, each task's effect). Only their sum is identified,
+    so both are the base's scaled by one factor to the tasks' mean effect (the model's task tokens
+    grow as 0.7 + 0.6 d), split as the base splits them."""
+    effects = np.array([own[tasks == j].mean() for j in np.unique(tasks)])
+    d = np.nan_to_num(data.difficulty[np.unique(tasks)], nan=0.5)
+    base_total = p.sys_tokens + p.task_tokens_mean * (0.7 + 0.6 * d)
+    factor = max(float(effects.mean() / base_total.mean()), 1e-3)
+    se = float(effects.std(ddof=1) / math.sqrt(len(effects)) / base_total.mean()) if len(effects) > 1 else float("nan")
+    why = (f"the prompts' mean without their inputs ({len(effects)} tasks; only sys + task is identified: the "
+           f"base's split, scaled by {factor:.3f})")
+    report.set("sys_tokens", p.sys_tokens * factor, p.sys_tokens * se, len(own), why)
+    report.set("task_tokens_mean", p.task_tokens_mean * factor, p.task_tokens_mean * se, len(own), why)

@@ -226,11 +226,12 @@ def make_baseline(name: str, seed: int | None = None, roles: Sequence[str] | Non
 
 
 def evaluate_policy(env, policy: CommPolicy, episodes: int, seed: int = 0, split: str = "eval",
-                    progress: bool = True) -> dict[str, Any]:
+                    progress: bool = True, tasks_in_order: bool = False) -> dict[str, Any]:
     """Run ``episodes`` full episodes of ``policy`` through the PettingZoo API.
 
     Episode k: ``env.reset(seed=seed + k, options={"split": split})`` and
-    ``policy.reset(seed + k)``. Per-episode figures come from the env: the return (sum
+    ``policy.reset(seed + k)``; with ``tasks_in_order`` it plays task k of the split (modulo its
+    size: every task once before any twice) instead of a task drawn from the seed. Per-episode figures come from the env: the return (sum
     of the rewards of ``possible_agents[0]``; all agents share it), ``accuracy`` and
     ``team_tokens`` from the last step's infos, and ``density`` averaged over the infos of
     every step.
@@ -240,7 +241,8 @@ def evaluate_policy(env, policy: CommPolicy, episodes: int, seed: int = 0, split
     episodes), ``episodes``.
     """
     check_evaluation(episodes, seed, split)
-    episodes_played = [run_to_end(play_comm_episode(env, policy, int(seed) + k, split))
+    episodes_played = [run_to_end(play_comm_episode(env, policy, int(seed) + k, split,
+                                                    task=k if tasks_in_order else None))
                        for k in tqdm(range(int(episodes)), desc=f"evaluate {policy.name}", disable=not progress,
                                      file=sys.stderr)]
     return policy_figures(episodes_played)
@@ -280,12 +282,15 @@ def episode_calls(agent_calls: int) -> int:
     return int(agent_calls) + 1
 
 
-async def play_comm_episode(env, policy: CommPolicy, seed: int, split: str, step=None) -> EpisodeFigures:
+async def play_comm_episode(env, policy: CommPolicy, seed: int, split: str, step=None,
+                            task: int | None = None) -> EpisodeFigures:
     """Episode ``seed`` of ``policy`` through the PettingZoo API: ``env.reset(seed=seed,
-    options={"split": split})``, ``policy.reset(seed)``, then steps until the episode ends.
+    options={"split": split})`` (with ``"task": task`` where given: that task index of the split),
+    ``policy.reset(seed)``, then steps until the episode ends.
     ``step``: a coroutine function twin of ``env.step`` (an env's ``astep``, for episodes in
     flight on one event loop); None calls ``env.step`` (nothing awaited: :func:`run_to_end`)."""
-    observations, infos = env.reset(seed=seed, options={"split": split})
+    options = {"split": split} if task is None else {"split": split, "task": int(task)}
+    observations, infos = env.reset(seed=seed, options=options)
     policy.reset(seed)
     if getattr(policy, "privileged", False):  # user policies may leave the flag out
         policy.reveal_task(env.unwrapped.task)
