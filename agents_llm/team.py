@@ -53,7 +53,7 @@ class TaskPool:
     """Train / eval task lists of one domain (``task(split, index)`` as the simulator's). Each
     split is in a fixed shuffled order (seeded), so tasks 0..k-1 of a split are a sample without
     replacement: an evaluation that plays them in order (:func:`learners.evaluation.evaluate`)
-    sees every subject of a dataset sorted by subject."""
+    meets every subject even where the dataset's file is sorted by subject."""
 
     def __init__(self, tasks: Sequence[Task], train_size: int, seed: int = 0):
         train, held_out = split_tasks(list(tasks), train_size=train_size, seed=seed)

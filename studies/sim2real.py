@@ -57,6 +57,7 @@ TEAM_KEYS = ("n_agents", "rounds", "roles", "personas", "encoder", "embed_dim", 
              "reward_mode", "target_rule", "adversarial_agents", "adversary_position", "n_adversaries",
              "disabled_actions")
 """The real team's env keys the simulated training copies: the episode, the reward and the observation layout."""
+PROG = "python -m studies.sim2real"
 PREDICTION_EPISODES = 20_000
 """Simulated held-out episodes per fixed topology behind the fitted team's predictions (their SE is
 well under a point)."""
@@ -285,8 +286,6 @@ def show(argv: Sequence[str] | None = None) -> int:
     print_table(summary, real, out)
     return 0
 
-
-PROG = "python -m studies.sim2real"
 
 if __name__ == "__main__":
     sys.exit(run_main(show, PROG))

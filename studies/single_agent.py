@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,6 +33,7 @@ from topo_env.engine.backend_registry import make_backend, sibling_backend
 from topo_env.engine.cli import OneLineParser, format_table, points, positive_int, run_main
 from topo_env.engine.config_checks import ConfigError
 from topo_env.engine.team_backend import AgentCall
+from topo_env.references.oracle import standard_error
 
 PROG = "python -m studies.single_agent"
 COLUMNS = ("group", "tasks", "accuracy (pts)", "SE (pts)", "tokens/task")
@@ -52,16 +52,10 @@ def build_parser() -> OneLineParser:
     return parser
 
 
-def mean_and_se(values: Sequence[float]) -> tuple[float, float]:
-    """The mean of ``values`` and its standard error (sample std with ddof 1 over sqrt n; 0 for one value)."""
-    x = np.asarray(values, dtype=float)
-    return float(x.mean()), float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else 0.0
-
-
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Accuracy, its SE and tokens per task of answered tasks (``correct``, ``tokens`` per row)."""
-    accuracy, se = mean_and_se([r["correct"] for r in rows])
-    return {"tasks": len(rows), "accuracy": accuracy, "accuracy_se": se,
+    correct = np.array([r["correct"] for r in rows], dtype=float)
+    return {"tasks": len(rows), "accuracy": float(correct.mean()), "accuracy_se": standard_error(correct),
             "tokens_per_task": float(np.mean([r["tokens"] for r in rows]))}
 
 
