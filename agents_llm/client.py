@@ -159,8 +159,9 @@ class LLMClient:
                 return _to_result(response, messages)
             except (asyncio.TimeoutError, ValueError, openai.APIResponseValidationError, *RETRYABLE) as err:
                 # ValueError: a body that is not the JSON it should be (a glitching server)
-                if isinstance(err, openai.InternalServerError) and _crash_line(err):
-                    raise ServerCrashed(f"the LLM server at {url} is down: {_crash_line(err)}") from None
+                crash = _crash_line(err)
+                if crash:
+                    raise ServerCrashed(f"the LLM server at {url} is down: {crash}") from None
                 refused = _refused(err)
                 if not self.reached and not connected and refused:
                     raise ServerUnreachable(unreachable_message(url)) from None
@@ -191,9 +192,10 @@ def _refused(err: BaseException) -> bool:
     return False
 
 
-def _crash_line(err: openai.APIStatusError) -> str:
+def _crash_line(err: BaseException) -> str:
     """The one-line message of a server that says its model process died, else ''."""
-    body = err.body if isinstance(err.body, dict) else {}
+    body = getattr(err, "body", None)
+    body = body if isinstance(body, dict) else {}
     if body.get("type") != CRASH_ERROR_TYPE:
         return ""
     return " ".join(str(body.get("message") or "its model process died").split())

@@ -706,7 +706,7 @@ def _local_server(args: Any) -> Any:
     try:
         server = LocalLlamaServer(port=port, n_ctx=args.n_ctx, n_threads=args.threads)
         server.start()
-    except (LocalServerError, TimeoutError, FileNotFoundError, OSError) as err:  # each says what to do
+    except (LocalServerError, TimeoutError, OSError) as err:  # each says what to do (a missing model too)
         line = " ".join(str(err).split()) or type(err).__name__
         raise RunError(f"could not start the local SmolLM2 server: {line} (or use --base-url)") from None
     return server

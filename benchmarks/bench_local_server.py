@@ -21,7 +21,7 @@ import time
 
 from agents_llm.client import LLMClient
 from agents_llm.config import LLMSettings
-from agents_llm.local_server import MODEL_ALIAS, LocalLlamaServer, build_features
+from agents_llm.local_server import MODEL_ALIAS, LocalLlamaServer, build_features, smollm2_model_path
 from agents_llm.prompts import system_prompt
 from agents_llm.small_math import generate
 
@@ -80,7 +80,7 @@ def main() -> None:
         for repack in args.repack:
             rows[repack].append(measure(repack, args.threads, requests))
             print(f"seed {seed}, repack {repack}: {rows[repack][-1][0]:.2f} calls/s", file=sys.stderr)
-    print(f"\nLocal server, SmolLM2-135M Q4_1, {args.threads} thread(s), {args.calls} calls per seed, seeds "
+    print(f"\nLocal server, {smollm2_model_path().name}, {args.threads} thread(s), {args.calls} calls per seed, seeds "
           f"{' '.join(map(str, args.seeds))}: mean (SE over seeds)")
     print(f"{'weight repacking':<20}{'calls/s':>16}{'tokens/s':>16}")
     for repack, values in rows.items():
