@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from topo_env.engine.backend_registry import LLM_SERVER, TASK_LIST
 from topo_env.engine.config_checks import ConfigError, as_tuple, check_int, check_number
 from topo_env.engine.tasks import DOMAINS
 
@@ -90,6 +91,7 @@ class LLMBackendConfig(LLMSettings):
     kind: str = "llm"
     dataset: str
     train_size: int = 15
+    capabilities: ClassVar[frozenset[str]] = frozenset({LLM_SERVER, TASK_LIST})
 
     def __post_init__(self) -> None:
         super().__post_init__()

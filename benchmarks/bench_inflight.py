@@ -1,6 +1,6 @@
 """Episodes in flight against one LLM server: throughput of LLM-team episodes against an
 OpenAI-compatible test server that answers each call after a fixed latency L and serves at most
-C calls at once (more queue), for K = 1, 2, 4, ... episodes in flight (``train.episodes_in_flight``;
+C calls at once (more queue), for K = 1, 2, 4, ... episodes in flight (``runtime.episodes_in_flight``;
 :mod:`learners.inflight`), compared with the bound C / (calls per episode x L).
 
     python benchmarks/bench_inflight.py [--latency 0.1] [--capacity 16] [--ks 1,2,4,8,16,32]

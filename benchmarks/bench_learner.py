@@ -9,7 +9,7 @@ matmul-bound floor: the update's floating-point operations (counted by torch's F
 divided by the speed of one of its own matmuls (288 x 128 by 128 x 384) on this machine, and the
 time of the update's own matmuls replayed alone at their own shapes (a floor no program made of
 them can beat: small products run well below the reference matmul's speed); with
-``--compile`` also the update with ``learner.compile: true`` (its timed blocks alternating with
+``--compile`` also the update with ``runtime.compile: true`` (its timed blocks alternating with
 the eager update's) and the time its first call takes,
 (2) a short training run's episodes/s and updates/s and how its time splits between the env
 (rollouts) and the learner (updates). Targets: update of batch 32 (N=3, T=3) < 12 ms; 2,000
@@ -108,10 +108,10 @@ def main() -> None:
     parser.add_argument("--config", default="configs/default.yaml")
     parser.add_argument("--threads", default="1,2",
                         help="comma-separated torch thread counts for the update timing (default 1,2); "
-                             "the training run uses learner.torch_threads")
+                             "the training run uses runtime.torch_threads")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the networks run")
     parser.add_argument("--compile", action="store_true",
-                        help="also time the update with learner.compile: true (torch.compile; about 30 s to compile)")
+                        help="also time the update with runtime.compile: true (torch.compile; about 30 s to compile)")
     args = parser.parse_args()
     cfg = load_experiment(args.config)
     try:
@@ -130,7 +130,7 @@ def main() -> None:
     # (1) one update, N=3, T=args.rounds, batch args.batch
     env = TopologyParallelEnv(dataclasses.replace(cfg.env, rounds=args.rounds))
     d, s = env.obs_builder.dim, env.obs_builder.state_dim
-    learner = QMIXLearner(d, s, env.n_agents, N_ACTIONS, cfg.learner, device)
+    learner = QMIXLearner(d, s, env.n_agents, N_ACTIONS, cfg.qmix, device)
     buffer = EpisodeReplayBuffer(1000, args.rounds, env.n_agents, d, s, N_ACTIONS)
     runner = EpisodeRunner(env, learner.agent, device)
     rng = np.random.default_rng(0)
@@ -148,8 +148,7 @@ def main() -> None:
         if args.compile:
             # inductor writes the thread count into the C++ kernels it generates: compile anew for each
             torch._dynamo.reset()
-            compiled = QMIXLearner(d, s, env.n_agents, N_ACTIONS, dataclasses.replace(cfg.learner, compile=True),
-                                   device)
+            compiled = QMIXLearner(d, s, env.n_agents, N_ACTIONS, cfg.qmix, device, compile=True)
             compiled.load_state_dict(learner.state_dict())
             start = time.perf_counter()
             compiled.update(buffer.sample(args.batch, rng))
@@ -158,13 +157,13 @@ def main() -> None:
         update_ms[threads] = time_updates(learners, buffer, args.batch, rng)
         floor_ms[threads] = update_gflop / matmul_gflops(device) * 1000
         own_ms[threads] = own_matmul_ms(recorder.calls)
-    torch.set_num_threads(cfg.learner.torch_threads)
+    torch.set_num_threads(cfg.runtime.torch_threads)
 
     # (2) a short training run on the config as is (rollout + 1 update per episode)
     env = TopologyParallelEnv(cfg.env)
     d, s = env.obs_builder.dim, env.obs_builder.state_dim
-    learner = QMIXLearner(d, s, env.n_agents, N_ACTIONS, cfg.learner, device)
-    buffer = EpisodeReplayBuffer(cfg.learner.buffer_size, env.rounds, env.n_agents, d, s, N_ACTIONS)
+    learner = QMIXLearner(d, s, env.n_agents, N_ACTIONS, cfg.qmix, device)
+    buffer = EpisodeReplayBuffer(cfg.qmix.buffer_size, env.rounds, env.n_agents, d, s, N_ACTIONS)
     runner = EpisodeRunner(env, learner.agent, device)
     env_time = learn_time = 0.0
     updates = 0
@@ -172,8 +171,8 @@ def main() -> None:
         t0 = time.perf_counter()
         buffer.add(runner.run(max(0.05, 1 - k / args.episodes), rng, seed=k)[0])
         t1 = time.perf_counter()
-        if len(buffer) >= cfg.learner.batch_size:
-            learner.update(buffer.sample(cfg.learner.batch_size, rng))
+        if len(buffer) >= cfg.qmix.batch_size:
+            learner.update(buffer.sample(cfg.qmix.batch_size, rng))
             updates += 1
         t2 = time.perf_counter()
         env_time += t1 - t0
@@ -188,7 +187,7 @@ def main() -> None:
         print(f"{'update, batch %d, N=3, T=%d, %s (ms)' % (args.batch, args.rounds, where(threads)):<52}"
               f"{ms['eager']:>12.2f}{'< 12':>12}")
         if "compiled" in ms:
-            print(f"{'  with learner.compile: true (ms)':<52}{ms['compiled']:>12.2f}{'< 12':>12}")
+            print(f"{'  with runtime.compile: true (ms)':<52}{ms['compiled']:>12.2f}{'< 12':>12}")
             print(f"{'  its first update, compiling included (s)':<52}{compile_s[threads]:>12.1f}")
         print(f"{'  matmul-bound floor at this speed (ms)':<52}{floor_ms[threads]:>12.2f}")
         best = min(ms.values())

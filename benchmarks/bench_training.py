@@ -6,17 +6,16 @@
 Trains QMIX twice on the simulated team, in this process: once through the one-episode PettingZoo
 loop with ``--loop-config`` (default: the settings the default config had before training moved to
 simulator scale: one update of 32 episodes after every episode) and once batched with ``--config``
-(its ``train.sim_batch``, or 1024 if it has none; its replicas and privileged mixer state kept, its
+(its ``sim_scale.batch``, or 1024 if it has none; its noise samples and privileged mixer state kept, its
 teacher left out: it runs before training and is timed apart). Prints each run's training episodes
-per second *including its updates* (train_qmix's own training time: no teacher, held-out evaluation,
+per second *including its updates* (:func:`learners.training.train`'s own training time: no teacher, held-out evaluation,
 references, validation or pictures), how the batched run's time splits between rollouts and
-updates, and the ratio; a third run without the replicas and the privileged state shows what those
+updates, and the ratio; a third run without the noise samples and the privileged state shows what those
 cost. Issue 35's target: the batched run at least 25x the loop on 2 cores.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -25,23 +24,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import train_qmix  # noqa: E402
 from learners.config import load_experiment  # noqa: E402
+from learners.training import RunOptions, train  # noqa: E402
 
 
 def timed_run(config: str, episodes: int, sets: list[str], device: str) -> dict:
-    """One training run; returns its results.json ``train`` section and the wall time."""
+    """One training run (no evaluation); returns its episodes, training seconds, updates, time
+    split and wall time."""
+    cfg = load_experiment(config, [f"train.episodes={episodes}", "train.references=false", "train.curve_every=0",
+                                   "train.validate_every=0", f"runtime.device={device}", *sets])
     with tempfile.TemporaryDirectory() as out:
-        argv = ["--config", config, "--episodes", str(episodes), "--out", out, "--no-progress", "--no-pictures",
-                "--set", "train.references=false", "--set", "train.eval_episodes=1", "--set", "train.curve_every=0",
-                "--set", "train.validate_every=0", "--set", f"learner.device={device}"]
-        for text in sets:
-            argv += ["--set", text]
         started = time.perf_counter()
-        train_qmix.main(argv)
+        run = train(cfg, out, RunOptions(progress=False, pictures=False))
         wall = time.perf_counter() - started
-        summary = json.loads((Path(out) / "results.json").read_text())["train"]
-    return {**summary, "wall": wall}
+        run.writer.close()
+    return {"episodes": episodes, "seconds": run.seconds, "updates": run.learner.updates,
+            "time_split": {**run.time_split, "other": run.seconds - sum(run.time_split.values())}, "wall": wall}
 
 
 def main() -> None:
@@ -56,16 +54,16 @@ def main() -> None:
     if cfg.env.backend.kind != "sim":
         parser.error(f"--config {args.config}: the benchmark trains a simulated team (backend kind "
                      f"{cfg.env.backend.kind!r})")
-    batch = cfg.train.sim_batch or 1024
-    loop = timed_run(args.loop_config, args.loop_episodes, ["train.sim_batch=0"], args.device)
-    common = [f"train.sim_batch={batch}", "learner.teacher_episodes=0"]
+    batch = cfg.sim_scale.batch or 1024
+    loop = timed_run(args.loop_config, args.loop_episodes, ["sim_scale.batch=0"], args.device)
+    common = [f"sim_scale.batch={batch}", "sim_scale.teacher_episodes=0"]
     runs = {"one-episode loop (sim_batch 0)": loop,
             f"batched (sim_batch {batch})": timed_run(args.config, args.batched_episodes, common, args.device),
-            "batched, no replicas or privileged state": timed_run(
-                args.config, args.batched_episodes, common + ["learner.replicas=0", "learner.privileged_state=false"],
+            "batched, no noise samples or privileged state": timed_run(
+                args.config, args.batched_episodes, common + ["sim_scale.noise_samples=0", "sim_scale.privileged_state=false"],
                 args.device)}
     print(f"loop: {args.loop_config}; batched: {args.config}; device {args.device}, "
-          f"learner.torch_threads {cfg.learner.torch_threads}")
+          f"runtime.torch_threads {cfg.runtime.torch_threads}")
     print(f"{'path':<44}{'episodes':>10}{'train s':>10}{'updates':>10}{'episodes/s':>12}{'x loop':>8}"
           f"{'rollouts s':>12}{'updates s':>11}{'other s':>9}")
     loop_rate = loop["episodes"] / loop["seconds"]

@@ -71,7 +71,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from controllers.base import (Controller, FitReport, config_choice, config_flag, config_from_dict, config_integer,
+from controllers.base import (Controller, TrainingSpend, config_choice, config_flag, config_from_dict, config_integer,
                               config_number, graph_action, play_episode, train_seed)
 from controllers.topology_language import (NODE_CAPS, CheckResult, build_prompt, check_plan, graph_term,
                                            plan_to_yaml)
@@ -106,7 +106,7 @@ class AgentConductorConfig:
     max_steps: int = 4  # grammar: most steps a learned plan writes (ours; the paper's LLM has no cap)
     hidden: int = 64  # policy network width (ours; the paper's policy is Qwen2.5-3B)
     second_turn_without_verdict: bool = False  # Algorithm 1 needs a verdict to react to; see the docstring
-    greedy_eval: bool = True  # outside fit, decode the most likely plan (the paper states no inference sampling)
+    greedy_eval: bool = True  # outside training, decode the most likely plan (the paper states no inference sampling)
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "AgentConductorConfig":
@@ -408,18 +408,18 @@ class AgentConductorController(Controller):
         return sum(cfg.gamma ** (t.turn - 1) * t.reward(cfg.graph_weight) for t in self.turns)
 
     # -- training ------------------------------------------------------------------------
-    def fit(self, env: gymnasium.Env, episodes: int, seed: int, progress: bool = False) -> FitReport:
+    def train(self, env: gymnasium.Env, episodes: int, seed: int, progress: bool = False) -> TrainingSpend:
         """GRPO (Eq. 8, 25): ``episodes // group_size`` tasks, the k-th on reset seed
         ``train_seed(seed, k)`` of the train split, each played by ``group_size`` sampled plans."""
         if self.write_yaml is not None:
-            return FitReport()
+            return TrainingSpend()
         cfg = self.config
         groups = int(episodes) // cfg.group_size
         if groups * cfg.group_size != episodes:
-            logger.info("AgentConductor fit: %d episodes make %d groups of %d; %d left unplayed", episodes, groups,
+            logger.info("AgentConductor training: %d episodes make %d groups of %d; %d left unplayed", episodes, groups,
                         cfg.group_size, episodes - groups * cfg.group_size)
         self._generator.manual_seed(self.seed * 1_000_003 + int(seed))
-        report = FitReport()
+        report = TrainingSpend()
         batch: list[tuple[list[PlanChoice], float]] = []
         self._sampling = True
         try:
@@ -437,7 +437,7 @@ class AgentConductorController(Controller):
                     self._update(batch)
                     batch = []
                 if progress and (g + 1) % 50 == 0:
-                    logger.info("AgentConductor fit: group %d/%d, mean return %.3f", g + 1, groups, np.mean(returns))
+                    logger.info("AgentConductor training: group %d/%d, mean return %.3f", g + 1, groups, np.mean(returns))
         finally:
             self._sampling = False
         return report

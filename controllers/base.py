@@ -12,7 +12,7 @@ reason to extend the observation.
         observation, reward, done, _, info = env.step(action)
     controller.end(observation, reward, info)    # the episode's outcome (online learners update here)
 
-Learnable controllers also implement :meth:`Controller.fit`, which trains on episodes of the
+Learnable controllers also implement :meth:`Controller.train`, which trains on episodes of the
 ``train`` split of an env it is handed; :class:`CallCounter` wraps that env so the leaderboard
 knows what training spent (LLM calls, agents' and the decision node's, and tokens) whatever the
 controller does with it.
@@ -123,7 +123,7 @@ def config_flag(v: Any) -> bool:
 
 
 @dataclass
-class FitReport:
+class TrainingSpend:
     """What training spent: episodes played, LLM calls (agents' + decision node's) and tokens, and
     ``simulator_episodes``: what the simulator played beyond those episodes (QMIX on a simulated
     team: the replicas of its batched training, its teacher's search and demonstrations)."""
@@ -137,7 +137,7 @@ class FitReport:
 class Controller:
     """Base class: a controller that needs no training. Subclasses set ``name`` and ``mode`` and
     implement :meth:`act`; stateful ones override :meth:`begin` / :meth:`end`; learnable ones
-    :meth:`fit` (and set ``trainable = True``)."""
+    :meth:`train` (and set ``trainable = True``)."""
 
     name: str = "controller"
     mode: str = "graph"  # or "next_agent"
@@ -163,10 +163,10 @@ class Controller:
     def end(self, observation: dict, reward: float, info: dict) -> None:
         """The episode ended with ``reward`` (its last step's) and the last step's ``info``."""
 
-    def fit(self, env: gymnasium.Env, episodes: int, seed: int, progress: bool = False) -> FitReport:
+    def train(self, env: gymnasium.Env, episodes: int, seed: int, progress: bool = False) -> TrainingSpend:
         """Train on ``episodes`` episodes of ``env`` (in :attr:`mode`; reset them with
         ``options={"split": "train"}`` and :func:`train_seed`). Untrained controllers do nothing."""
-        return FitReport()
+        return TrainingSpend()
 
     def state_dict(self) -> dict:
         """What a trained controller needs to act again (empty for fixed ones)."""
@@ -245,7 +245,7 @@ class CallCounter(gymnasium.Wrapper):
 
     def __init__(self, env: gymnasium.Env):
         super().__init__(env)
-        self.report = FitReport()
+        self.report = TrainingSpend()
 
     def reset(self, **kwargs):
         self.report.episodes += 1
@@ -259,19 +259,19 @@ class CallCounter(gymnasium.Wrapper):
         return observation, reward, terminated, truncated, info
 
 
-def fit_counted(controller: Controller, make_env: Callable[[str], gymnasium.Env], episodes: int, seed: int,
-                progress: bool = False) -> FitReport:
+def train_counted(controller: Controller, make_env: Callable[[str], gymnasium.Env], episodes: int, seed: int,
+                  progress: bool = False) -> TrainingSpend:
     """Train ``controller`` for ``episodes`` on an env of its mode from ``make_env(mode)`` and return
     what it spent, as counted by :class:`CallCounter` (not as the controller says). A controller
     that trains on another front-end of the same team (QMIX: the PettingZoo env) plays none of
     this env's episodes; then its own report (from its run's records) is returned."""
     if not controller.trainable or episodes <= 0:
-        return FitReport()
+        return TrainingSpend()
     env = CallCounter(make_env(controller.mode))
     try:
-        reported = controller.fit(env, int(episodes), int(seed), progress)
+        reported = controller.train(env, int(episodes), int(seed), progress)
     finally:
         env.close()
-    if env.report.episodes == 0 and isinstance(reported, FitReport):
+    if env.report.episodes == 0 and isinstance(reported, TrainingSpend):
         return reported
     return env.report

@@ -75,7 +75,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from controllers.base import (Controller, FitReport, config_choice, config_from_dict, config_integer,
+from controllers.base import (Controller, TrainingSpend, config_choice, config_from_dict, config_integer,
                               config_number, train_seed)
 from topo_env.frontends.encoders import make_encoder
 
@@ -108,7 +108,7 @@ class PuppeteerConfig:
     episodes_per_update: int = 1  # Eq. 5's sample size N; released config/policy.json sample_size 1
     hidden: tuple[int, ...] = (512, 128, 32)  # released MLP_PolicyNetwork widths
     outputs_embed_dim: int = 64  # hashed text embedding of the outputs (stands in for the 70B encoder)
-    eval_policy: str = "sample"  # outside fit: "sample" (on-policy) or "greedy" (top action)
+    eval_policy: str = "sample"  # outside training: "sample" (on-policy) or "greedy" (top action)
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "PuppeteerConfig":
@@ -326,15 +326,15 @@ class PuppeteerController(Controller):
                               torch.stack(entropies), self.config.entropy_coef)
         return loss, env_return, info
 
-    def fit(self, env: gymnasium.Env, episodes: int, seed: int, progress: bool = False) -> FitReport:
+    def train(self, env: gymnasium.Env, episodes: int, seed: int, progress: bool = False) -> TrainingSpend:
         """REINFORCE on ``episodes`` train-split episodes (reset seeds :func:`train_seed`), one
         Adam step per ``episodes_per_update`` episodes."""
         if not isinstance(env.action_space, gymnasium.spaces.Discrete):  # next_agent: Discrete(N + 1)
-            raise ValueError("PuppeteerController.fit needs an orchestrator env with mode='next_agent'")
+            raise ValueError("PuppeteerController.train needs an orchestrator env with mode='next_agent'")
         self._rng = np.random.default_rng([self.seed, int(seed), 1])
         batch = self.config.episodes_per_update
         pending: list[torch.Tensor] = []
-        report = FitReport()
+        report = TrainingSpend()
         for k in range(int(episodes)):
             loss, _, info = self.play_training_episode(env, train_seed(seed, k))
             report.episodes += 1
@@ -347,7 +347,7 @@ class PuppeteerController(Controller):
                 self.optimizer.step()
                 pending = []
             if progress and (k + 1) % 500 == 0:
-                logger.info("puppeteer fit: %d / %d episodes", k + 1, episodes)
+                logger.info("puppeteer training: %d / %d episodes", k + 1, episodes)
         self._rng = np.random.default_rng([self.seed, 0])
         return report
 

@@ -6,7 +6,7 @@ Every controller plays the orchestrator env through :class:`controllers.base.Con
 kinds of names:
 
 * the fixed baselines (``solo``, ``full``, ...; :data:`topo_env.references.baselines.BASELINES`),
-  replayed through :mod:`controllers.comm_actions`; nothing to train;
+  replayed through :mod:`controllers.per_agent`; nothing to train;
 * learned methods (:data:`LEARNED`): a module with ``build(n_agents, rounds, seed, ...)``,
   ``TRAIN_EPISODES`` (its training budget in episodes), ``ENV_ROUNDS`` (rounds it plays; None:
   the profile's) and optionally ``ENV_KEYS`` (env keys it needs, e.g. DyTopo's descriptors);
@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NamedTuple
 
+from topo_env.engine.backend_registry import LLM_SERVER, backend_offers
 from topo_env.engine.config_checks import ConfigError
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.references.baselines import BASELINES
@@ -42,7 +43,7 @@ ALL_NAMES: tuple[str, ...] = (*SIMULATED_NAMES, *LLM_WRITTEN)
 
 
 class BuiltController(NamedTuple):
-    """A controller ready to :meth:`~controllers.base.Controller.fit` and play: the env config it
+    """A controller ready to :meth:`~controllers.base.Controller.train` and play: the env config it
     plays (its rounds and keys), its training budget in episodes, and its own orchestrator LLM
     (a :class:`controllers.llm_chat.ChatFunction`, or None)."""
 
@@ -70,7 +71,7 @@ def make_controller(name: str, config: EnvConfig, seed: int, run_dir: Path) -> B
     ``run_dir/qmix_seed<seed>``. An unknown name, or an optional extra that is not installed, is a
     one-line ConfigError."""
     if name in BASELINES:
-        from controllers.comm_actions import build_baseline
+        from controllers.per_agent import build_baseline
 
         return BuiltController(build_baseline(name, config, seed), config, 0, None)
     if name not in LEARNED and name not in LLM_WRITTEN:
@@ -95,7 +96,7 @@ def _make_llm_written(name: str, config: EnvConfig, seed: int) -> BuiltControlle
     both on the team's own server (:class:`controllers.llm_chat.ChatFunction`); nothing to train."""
     from controllers.llm_chat import ChatFunction
 
-    if config.backend.kind != "llm":
+    if not backend_offers(config.backend, LLM_SERVER):
         raise ConfigError(f"method {name!r} prompts the team's LLM: use it with a --config whose env has backend: llm")
     module = controller_module(LLM_WRITTEN[name])
     cfg = controller_env(module, config)

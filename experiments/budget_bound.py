@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "the largest share of contexts (0: all of them)")
     p.add_argument("--library", action="store_true",
                    help="instead of the references' policies, the 25 open-loop sequences of the fixed baselines' "
-                        "joint actions (learner.topology_explore's library, one per round)")
+                        "joint actions (exploration.topology_explore's library, one per round)")
     p.add_argument("--shrink", type=float, default=0.0,
                    help="shrink each (subject, candidate) mean toward the candidate's mean over all subjects "
                         "with this many pseudo-episodes (empirical Bayes; 0: raw means)")

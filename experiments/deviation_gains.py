@@ -7,8 +7,8 @@ reward is one draw with the spread ``reward_std`` of the base sequence, so to te
 zero at two standard errors it needs about ``(2 * reward_std / g)^2`` episodes of that deviation
 (``episodes_needed``). With ``--config`` the script also prints how many deviation rounds of
 each (round, agent, action) that training config's exploration plays in expectation:
-``sum over episodes of epsilon * learner.deviation_explore / (N * 5)``; with
-``learner.deviation_rank_decay`` d < 1, the deviating agent's k-th best action gets a share
+``sum over episodes of epsilon * exploration.deviation_explore / (N * 5)``; with
+``exploration.deviation_rank_decay`` d < 1, the deviating agent's k-th best action gets a share
 ``d^k / sum_j d^j`` of its deviations instead of 1 / 5, and the script prints the best-ranked
 and the worst-ranked action's count.
 
@@ -18,7 +18,7 @@ each one's gap below the best and the episodes a learner needs to tell that gap 
 flat the landscape around the optimum is that a learner has to resolve.
 
 Usage: ``python -m experiments.deviation_gains --profile mmlu_pro --adversarial 0 [--base solo]
-[--samples 100000] [--top 10] [--config configs/qmix_long.yaml --set learner.deviation_explore=0.5]``;
+[--samples 100000] [--top 10] [--config configs/qmix_long.yaml --set exploration.deviation_explore=0.5]``;
 ``python -m experiments.deviation_gains --profile aime26 --team-sequences [--top 12]``.
 """
 from __future__ import annotations
@@ -97,11 +97,11 @@ def team_sequence_gaps(profile: str, rounds: int = 2, n_agents: int = 3, samples
 def expected_deviation_rounds(config: str | None, overrides: list[str], n_agents: int = 3) -> np.ndarray:
     """Expected deviation rounds of one (round, agent, action) over a training run of ``config``,
     by the action's rank among the agent's N_ACTIONS - 1 non-greedy ones (best first; all equal
-    when ``learner.deviation_rank_decay`` is 1)."""
+    when ``exploration.deviation_rank_decay`` is 1)."""
     cfg = load_experiment(config, overrides)
     epsilon_sum = sum(epsilon_at(k, cfg) for k in range(cfg.train.episodes))
-    weights = cfg.learner.deviation_rank_decay ** np.arange(N_ACTIONS - 1)
-    return epsilon_sum * cfg.learner.deviation_explore / n_agents * weights / weights.sum()
+    weights = cfg.exploration.deviation_rank_decay ** np.arange(N_ACTIONS - 1)
+    return epsilon_sum * cfg.exploration.deviation_explore / n_agents * weights / weights.sum()
 
 
 def main() -> None:

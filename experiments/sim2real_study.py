@@ -2,8 +2,8 @@
 
 For each team and seed: a perturbed copy of the built-in profile (``experiments.fit_recovery.perturb``:
 abilities, subject offsets, permuted verifiabilities, conformity, trap pull, confidence, tokens) is
-written to a profile file and stands in for the real team; ``python train_qmix.py --sim2real
---real-calls N`` records it, fits a simulated team, trains on that and scores the greedy policy on
+written to a profile file and stands in for the real team; the sim-to-real route
+(:func:`studies.sim2real.run`, what ``python train_qmix.py --sim2real --real-calls N`` runs) records it, fits a simulated team, trains on that and scores the greedy policy on
 the real team's held-out tasks against its best fixed sequence and its adaptive reference. The
 route never reads the real team's parameters for training (only traces); the references are the
 real team's, for scoring.
@@ -17,36 +17,31 @@ then the means over seeds with standard errors, and the fitted parameters furthe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from experiments.fit_recovery import perturb
+from learners.config import ExperimentConfig
+from studies import sim2real
 from topo_env.engine.cli import format_table
 from topo_env.fitting.fit import write_profile
 from topo_env.fitting.fit_report import truth_values
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def run_one(team: str, seed: int, out: Path, real_calls: int, extra: Sequence[str]) -> dict:
-    """The route on the perturbed copy ``seed`` of ``team``; returns its results.json (and the run's
-    fitted-vs-true parameters)."""
+def run_one(team: str, seed: int, out: Path, real_calls: int, sim_sets: Sequence[str]) -> dict:
+    """The route on the perturbed copy ``seed`` of ``team`` (its output in ``out/route.log``); returns
+    its results.json (and the run's fitted-vs-true parameters)."""
     out.mkdir(parents=True, exist_ok=True)
     base, truth = perturb(team, 100 + seed)
     real = out / "real.yaml"
     write_profile(truth, real)
-    config = out / "real_team.yaml"
-    config.write_text(json.dumps({"env": {"profile": str(real), "embed_dim": 512}, "train": {"eval_episodes": 20000}}))
-    command = [sys.executable, str(ROOT / "train_qmix.py"), "--config", str(config), "--sim2real", "--real-calls",
-               str(real_calls), "--seed", str(seed), "--out", str(out / "run"), "--no-progress", *extra]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    config = ExperimentConfig.from_dict({"env": {"profile": str(real), "embed_dim": 512},
+                                         "train": {"eval_episodes": 20000, "seed": seed}})
+    with open(out / "route.log", "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        sim2real.run(config, out / "run", real_calls, sim_sets=sim_sets, progress=False)
     result = json.loads((out / "run" / "results.json").read_text())
     report = json.loads((out / "run" / "fit_report.json").read_text())
     truths = truth_values(truth, base, report, 3)
@@ -67,13 +62,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--real-calls", type=int, default=10000)
     p.add_argument("--out", default="runs/sim2real")
-    p.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more train_qmix.py arguments")
+    p.add_argument("--sim-set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a key of the training on the fitted team (as train_qmix.py --sim-set)")
     args = p.parse_args(argv)
     rows, study = [], {}
     for team in args.teams:
         shares = []
         for seed in args.seeds:
-            result = run_one(team, seed, Path(args.out) / f"{team}-seed{seed}", args.real_calls, args.extra)
+            result = run_one(team, seed, Path(args.out) / f"{team}-seed{seed}", args.real_calls, args.sim_set)
             e = result["eval"]
             shares.append(e.get("headroom_share"))
             study[f"{team}/{seed}"] = {"real_calls": result["sim2real"]["real_calls"], "qmix": e["qmix"]["reward"],

@@ -7,8 +7,8 @@ Issue 27, section 3, on the simulated team (no LLM is called):
 2. a perturbed copy stands in for the real team the fit was meant to describe (``OUT/real.yaml``:
    ability -0.2 logits, the pull of a shown trap x 1.3, every subject's offset and verifiability
    moved by N(0, 0.3));
-3. QMIX is pretrained on the fitted team (``train_qmix.py --seeds``, the default config), then, per
-   seed, on the "real" team: continued for E episodes from the pretrained networks (``--init-from``),
+3. QMIX is pretrained on the fitted team (:func:`learners.seeds.run_seeds`, the default config), then, per
+   seed, on the "real" team: continued for E episodes from the pretrained networks (``init_from``),
    trained for E episodes from scratch, and the pretrained policy evaluated unchanged (one
    exploration episode with no update). Every arm is scored on the same 20,000 held-out episodes of
    the real team, with its headroom references.
@@ -18,9 +18,8 @@ Issue 27, section 3, on the simulated team (no LLM is called):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import subprocess
-import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,12 +27,14 @@ from pathlib import Path
 import numpy as np
 
 import topo_env
-from learners.seeds import mean_and_se
+from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
+from learners.seeds import mean_and_se, run_seeds
+from learners.training import RunOptions, train_in_child
 from topo_env.fitting.explore import record_exploration
 from topo_env.fitting.fit import fit_profile, load_traces, write_profile
 from topo_env.sim.profiles import get_profile, with_overrides
 
-ROOT = Path(__file__).resolve().parents[1]
+QUIET = RunOptions(progress=False, pictures=False)
 
 
 def record_traces(path: Path, profile: str, episodes: int, seed: int, pool: int | None, rounds: int = 2) -> dict:
@@ -56,11 +57,19 @@ def perturbed(profile, seed: int):
                           name=f"{profile.name}-real")
 
 
-def train(args: list[str]) -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "train_qmix.py"), "--no-progress", "--no-pictures", *args],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"train_qmix.py {' '.join(args)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+def on_team(cfg: ExperimentConfig, profile: Path, seed: int | None = None, episodes: int | None = None,
+            **train_keys) -> ExperimentConfig:
+    """``cfg`` on the simulated team of ``profile``, with ``seed``, ``episodes`` and other ``train`` keys."""
+    keys = {**train_keys, **({"seed": seed} if seed is not None else {}), **({"episodes": episodes} if episodes else {})}
+    env = dataclasses.replace(cfg.env, backend=dataclasses.replace(cfg.env.backend, profile=str(profile)))
+    return dataclasses.replace(cfg, env=env, train=dataclasses.replace(cfg.train, **keys))
+
+
+def train(job: tuple[ExperimentConfig, Path, RunOptions]) -> None:
+    cfg, out, options = job
+    out.mkdir(parents=True, exist_ok=True)
+    if train_in_child(cfg, out, options, log=out / "train.log") != 0:
+        raise SystemExit(f"training into {out} failed: see {out / 'train.log'}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -81,20 +90,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         profile, _ = fit_profile(load_traces([traces]), get_profile("mmlu_pro"))
         write_profile(profile, fitted_path)
         write_profile(perturbed(get_profile(str(fitted_path)), seed=0), real_path)
-    pretrained = out / "pretrained"
+    pretrained, default = out / "pretrained", load_experiment(DEFAULT_CONFIG)
     if not (pretrained / "seeds.json").is_file():
-        train(["--seeds", *map(str, args.seeds), "--jobs", str(args.jobs), "--set", f"env.profile={fitted_path}",
-               "--out", str(pretrained)])
-    real = ["--set", f"env.profile={real_path}"]
+        run_seeds(on_team(default, fitted_path), args.seeds, pretrained, args.jobs, QUIET)
     jobs = []
     for s in args.seeds:
-        init = ["--init-from", str(pretrained / f"seed{s}")]
-        jobs += [["--seed", str(s), *real, "--episodes", str(args.episodes), *init, "--out", str(out / f"continued/seed{s}")],
-                 ["--seed", str(s), *real, "--episodes", str(args.episodes), "--out", str(out / f"scratch/seed{s}")],
-                 ["--seed", str(s), *real, "--episodes", "1", "--set", "train.warmup_episodes=1000000", *init,
-                  "--out", str(out / f"unchanged/seed{s}")]]
+        init = dataclasses.replace(QUIET, init_from=pretrained / f"seed{s}")
+        jobs += [(on_team(default, real_path, s, args.episodes), out / f"continued/seed{s}", init),
+                 (on_team(default, real_path, s, args.episodes), out / f"scratch/seed{s}", QUIET),
+                 (on_team(default, real_path, s, 1, warmup_episodes=1_000_000), out / f"unchanged/seed{s}", init)]
     with ThreadPoolExecutor(args.jobs) as pool:
-        list(pool.map(train, [j for j in jobs if not (Path(j[-1]) / "results.json").is_file()]))
+        list(pool.map(train, [job for job in jobs if not (job[1] / "results.json").is_file()]))
     table = {}
     for arm in ("unchanged", "continued", "scratch"):
         results = [json.loads((out / arm / f"seed{s}" / "results.json").read_text()) for s in args.seeds]

@@ -20,7 +20,7 @@ Shapes: ``G`` graphs (episodes, or episodes x rounds), ``N`` agents, ``D`` obs f
 ``H`` hidden units, ``A`` actions. Weights are shared by all agents; an agent's identity
 comes from its observation.
 
-``gnn=False`` (``learner.gnn``, the ablation) drops the message passing: h_i^(0) goes straight
+``gnn=False`` (``qmix.gnn``, the ablation) drops the message passing: h_i^(0) goes straight
 to the GRU, so an agent's Q depends on its own observation only.
 """
 from __future__ import annotations
@@ -124,6 +124,6 @@ class AgentQNetwork(nn.Module):
 
 
 def build_agent_network(obs_dim: int, n_actions: int, config) -> AgentQNetwork:
-    """The agent network of a :class:`learners.config.LearnerConfig` (``hidden_dim``,
+    """The agent network of a :class:`learners.config.QMIXConfig` (``hidden_dim``,
     ``gnn_layers``, ``dueling``, ``gnn``): the one place that maps the config to the network."""
     return AgentQNetwork(obs_dim, n_actions, config.hidden_dim, config.gnn_layers, config.dueling, config.gnn)

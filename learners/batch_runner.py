@@ -103,15 +103,15 @@ class BatchEpisodeRunner:
 
     def run(self, seeds: Sequence[int], epsilon: float | np.ndarray, rng: np.random.Generator, split: str = "train",
             team_explore: float = 0.0, deviation_explore: float = 0.0, deviation_rank_decay: float = 1.0,
-            topology_explore: float = 0.0, policy_version: int = 0, replicas: int = 0,
-            replica_rng: np.random.Generator | None = None, gamma: float = 1.0) -> tuple[EpisodeBatch, BatchStats]:
+            topology_explore: float = 0.0, policy_version: int = 0, noise_samples: int = 0,
+            noise_rng: np.random.Generator | None = None, gamma: float = 1.0) -> tuple[EpisodeBatch, BatchStats]:
         """The episodes ``seeds`` of ``split``; ``epsilon`` (a number or (B,)) and the exploration
         shares as in :func:`~learners.runner.select_actions_batch`, drawn from ``rng`` (epsilon 0:
         greedy); ``policy_version`` is stored with the episodes.
 
-        ``replicas`` = M > 0 (training only): before each round t, M replicas of every episode are
+        ``noise_samples`` = M > 0 (training only): before each round t, M copies of every episode are
         forked with fresh noise for the rounds still to play (:meth:`SimVectorEnv.fork`, drawn from
-        ``replica_rng``), play round t's chosen joint action and then the greedy policy to the end;
+        ``noise_rng``), play round t's chosen joint action and then the greedy policy to the end;
         the mean of their returns from round t (discounted by ``gamma``) is the episode's
         ``return_target[:, t]``: Q of (observation, joint action) under greedy play, estimated on M
         samples of the noise instead of one."""
@@ -133,11 +133,11 @@ class BatchEpisodeRunner:
             mask = np.asarray(step.action_mask, dtype=bool)
             chosen = select_actions_batch(q, mask, epsilon, rng, team_explore, deviation_explore, deviation_rank_decay,
                                           topology_explore, self.topologies if topology_explore > 0.0 else None)
-            if replicas:
-                forked = venv.fork(replicas, replica_rng)
-                returns = self._greedy_returns(forked, np.repeat(chosen, replicas, axis=0),
-                                               hidden.repeat_interleave(replicas, dim=0), gamma)
-                return_target[:, t] = returns.reshape(b, replicas).mean(axis=1)
+            if noise_samples:
+                forked = venv.fork(noise_samples, noise_rng)
+                returns = self._greedy_returns(forked, np.repeat(chosen, noise_samples, axis=0),
+                                               hidden.repeat_interleave(noise_samples, dim=0), gamma)
+                return_target[:, t] = returns.reshape(b, noise_samples).mean(axis=1)
             obs.append(step.observations)
             states.append(step.state if privileged is None else np.concatenate([step.state, privileged], axis=1))
             adjacency.append(seen)

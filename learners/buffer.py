@@ -27,7 +27,7 @@ class ReplayEpisode:
     reward: np.ndarray  # (T,) float32
     terminated: np.ndarray  # (T,) bool
     policy_version: int = 0
-    return_target: np.ndarray | None = None  # (T,) float32: replica returns (batched simulated team); zeros if not given
+    return_target: np.ndarray | None = None  # (T,) float32: returns averaged over noise samples (batched simulated team); zeros if not given
 
     def __post_init__(self) -> None:
         if self.return_target is None:

@@ -1,20 +1,20 @@
-"""Rollouts past one machine: W rollout workers as Ray actors feeding one learner (``train.ray``).
+"""Rollouts past one machine: W rollout workers as Ray actors feeding one learner (``runtime.ray``).
 
 Each :class:`RolloutWorker` is a Ray actor with its own env (and so its own backend client, e.g.
 one connection pool to the team's LLM server), its own copy of the agent network, and K =
-``train.episodes_in_flight`` episodes in flight (:class:`learners.inflight.EpisodesInFlight`).
+``runtime.episodes_in_flight`` episodes in flight (:class:`learners.inflight.EpisodesInFlight`).
 :class:`RayRollouts` is the driver's side, in the role :class:`~learners.inflight.EpisodesInFlight`
 has for a single process: it hands finished episodes back **in episode-index order**, so the
-training loop of ``train_qmix.py`` commits, updates and checkpoints exactly as it does on one
+training loop of :func:`learners.training.train` commits, updates and checkpoints exactly as it does on one
 machine.
 
 * Episodes are dealt in batches of K consecutive indices; batch b goes to worker ``b % W`` and is
   launched once batch ``b - W`` has been handed back and the consumer has returned to the loop
   (so at most W x K episodes are in flight, and worker ``b % W`` is then free).
 * Episode j's task, noise and exploration are functions of j alone (:mod:`topo_env.engine.seeding`, the
-  same arguments as ``train_qmix.py``'s ``launch``): a Ray run plays the single-process run's
+  same arguments as :class:`learners.training_run.EpisodeSource`'s ``_launch``): a Ray run plays the single-process run's
   episodes.
-* The weights: every ``train.sync_every`` committed episodes the driver snapshots the learner's
+* The weights: every ``runtime.sync_every`` committed episodes the driver snapshots the learner's
   agent network once (``ray.put``); a batch is played with the latest snapshot at its launch, and
   each stored episode records that snapshot's version (the committed episodes it had seen). The
   version of episode j is thus a function of j, K, W and ``sync_every``: a Ray run is
@@ -57,11 +57,11 @@ REVIVE_S = 120.0
 
 
 def require_ray(cfg: ExperimentConfig) -> None:
-    """A one-line ConfigError, before anything runs, if ``train.ray`` is set and Ray is not installed."""
+    """A one-line ConfigError, before anything runs, if ``runtime.ray`` is set and Ray is not installed."""
     import importlib.util
-    if cfg.train.ray is not None and importlib.util.find_spec("ray") is None:
-        raise ConfigError("train.ray is set but Ray is not installed: pip install 'topomarl[distributed]' "
-                          "(or set train.ray=null)")
+    if cfg.runtime.ray is not None and importlib.util.find_spec("ray") is None:
+        raise ConfigError("runtime.ray is set but Ray is not installed: pip install 'topomarl[distributed]' "
+                          "(or set runtime.ray=null)")
 
 
 class RolloutWorker:
@@ -69,11 +69,11 @@ class RolloutWorker:
     with K episodes in flight on its own env and agent network (CPU)."""
 
     def __init__(self, cfg: ExperimentConfig):
-        torch.set_num_threads(cfg.learner.torch_threads)
+        torch.set_num_threads(cfg.runtime.torch_threads)
         self.cfg = cfg
         env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="train"))
-        envs = sibling_envs(env, cfg.train.episodes_in_flight)
-        agent = build_agent_network(space_dims(env)[0], N_ACTIONS, cfg.learner)
+        envs = sibling_envs(env, cfg.runtime.episodes_in_flight)
+        agent = build_agent_network(space_dims(env)[0], N_ACTIONS, cfg.qmix)
         self.runners = [EpisodeRunner(e, agent, torch.device("cpu")) for e in envs]  # one network: its weights
         self.rollouts = EpisodesInFlight(envs)  # change only between batches, and episodes are played on a snapshot
         self.version: int | None = None
@@ -95,20 +95,20 @@ class RolloutWorker:
             self.version = version
         cfg, seed = self.cfg, self.cfg.train.seed
 
-        def launch(env: TopologyParallelEnv, slot: int, j: int):  # as train_qmix.py's launch
+        def launch(env: TopologyParallelEnv, slot: int, j: int):  # as EpisodeSource._launch
             return self.runners[slot].arun(
                 epsilon_at(j, cfg), episode_rng(seed, EXPLORATION_STREAM, j), seed=training_env_seed(seed, j),
-                team_explore=cfg.learner.team_explore, deviation_explore=cfg.learner.deviation_explore,
-                deviation_rank_decay=cfg.learner.deviation_rank_decay, policy_version=version,
-                topology_explore=cfg.learner.topology_explore)
+                team_explore=cfg.exploration.team_explore, deviation_explore=cfg.exploration.deviation_explore,
+                deviation_rank_decay=cfg.exploration.deviation_rank_decay, policy_version=version,
+                topology_explore=cfg.exploration.topology_explore)
 
         return [(j, record, stats) for j, (record, stats) in self.rollouts.play(indices, launch)]
 
 
 class RayRollouts:
-    """Training episodes from ``cfg.train.ray.workers`` Ray rollout workers, handed back in index
+    """Training episodes from ``cfg.runtime.ray.workers`` Ray rollout workers, handed back in index
     order (:meth:`play`); ``weights()`` returns the learner's agent network's state now (called
-    once per sync, every ``cfg.train.sync_every`` committed episodes).
+    once per sync, every ``cfg.runtime.sync_every`` committed episodes).
 
     Connects to (``address: auto``) or starts (``local``) a Ray cluster unless Ray is already
     initialized in this process, and shuts down only what it started."""
@@ -117,10 +117,10 @@ class RayRollouts:
         require_ray(cfg)
         import ray
         self.ray, self.cfg, self._weights = ray, cfg, weights
-        self.k, self.w = cfg.train.episodes_in_flight, cfg.train.ray.workers
+        self.k, self.w = cfg.runtime.episodes_in_flight, cfg.runtime.ray.workers
         self._started = False
         if not ray.is_initialized():
-            ray.init(address=cfg.train.ray.address, include_dashboard=False, logging_level=logging.WARNING,
+            ray.init(address=cfg.runtime.ray.address, include_dashboard=False, logging_level=logging.WARNING,
                      configure_logging=True)
             self._started = True
         # max_concurrency 2: a worker answers pid() while it plays (it is only ever sent one batch at a time)
@@ -157,7 +157,7 @@ class RayRollouts:
         checkpoint). Leaving the iteration early (or finishing it) ends the workers."""
         indices = list(indices)
         batches = [indices[i:i + self.k] for i in range(0, len(indices), self.k)]
-        committed, sync_every = start_version, self.cfg.train.sync_every
+        committed, sync_every = start_version, self.cfg.runtime.sync_every
         self._launching, launched = True, 0
         try:
             self._sync(committed)

@@ -1,4 +1,5 @@
-"""Held-out evaluation shared by train_qmix.py (results.json) and robustness.py (robustness.json).
+"""Held-out evaluation shared by training (:mod:`learners.training`: results.json) and the robustness
+study (``python -m studies.robustness``: robustness.json).
 
 Every policy, learned or fixed, is scored by the same loop
 (:func:`topo_env.references.baselines.evaluate_policy`, through the PettingZoo API) on the same seeded
@@ -24,7 +25,6 @@ network's rows do not interact).
 from __future__ import annotations
 
 import copy
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from learners.agent_network import AgentQNetwork, build_agent_network
 from learners.batch_runner import BatchEpisodeRunner
-from learners.config import ExperimentConfig, load_experiment
+from learners.config import ExperimentConfig, with_overrides
 from learners.inflight import EpisodesInFlight
 from learners.runner import select_actions
 from topo_env.frontends.comm_actions import ACTION_NAMES, N_ACTIONS
@@ -45,9 +45,9 @@ from topo_env.references.baselines import (
     BASELINES, FIXED_BASELINES, EpisodeFigures, CommPolicy, agent_index, check_evaluation, episode_calls, evaluate_policy,
     make_baseline, open_loop_actions, play_comm_episode, policy_figures, random_joint_actions,
 )
-from topo_env.frontends.env_config import nest_legacy_backend
 from topo_env.engine.config_checks import ConfigError
-from topo_env.engine.seeding import EVAL_SEED_OFFSET, policy_rng
+from topo_env.engine.backend_registry import BATCH_SIMULATOR, TASK_LIST, backend_offers
+from topo_env.engine.seeding import held_out_seed, policy_rng
 from topo_env.frontends.vector_env import SimVectorEnv
 
 
@@ -225,19 +225,20 @@ def evaluate(env, policy: CommPolicy, episodes: int, seed: int, split: str = "ev
     """Score ``policy`` on ``episodes`` episodes of ``env`` (episode k: env seed ``seed + k``)
     with :func:`~topo_env.references.baselines.evaluate_policy`; returns its figures merged with
     :func:`summarize_traces` of the same episodes, and the episodes' traces. A real team (any
-    backend but the simulator) plays its held-out tasks in order, episode k task k, so an
+    backend with a task list) plays its held-out tasks in order, episode k task k, so an
     evaluation of at most the split's size sees each task once and every policy the same tasks.
 
     ``siblings``: more envs of ``env``'s config (:func:`learners.inflight.sibling_envs`) to keep
     ``1 + len(siblings)`` episodes in flight, each env with its own copy of ``policy``; every
     episode's figures and trace are those of the sequential evaluation (an episode depends on
     its seed only), in episode order."""
-    if isinstance(policy, QMIXPolicy) and policy.epsilon == 0.0 and env.unwrapped.config.backend.kind == "sim":
+    backend = env.unwrapped.config.backend
+    if isinstance(policy, QMIXPolicy) and policy.epsilon == 0.0 and backend_offers(backend, BATCH_SIMULATOR):
         check_evaluation(episodes, seed, split)
         done = evaluate_batched(env, policy, episodes, seed, split, progress)
         traces = [trace for _, trace in done]
         return {**policy_figures([f for f, _ in done]), **summarize_traces(traces, env.rounds, watch)}, traces
-    in_order = env.unwrapped.config.backend.kind != "sim"
+    in_order = backend_offers(backend, TASK_LIST)
     if not siblings:
         recorder = TraceRecorder(env)
         figures = evaluate_policy(recorder, policy, episodes, seed=seed, split=split, progress=progress,
@@ -279,21 +280,8 @@ def paired_differences(traces: dict[str, list[EpisodeTrace]], reference: str = "
             for name, other in traces.items() if name != reference}
 
 
-RETIRED_KEYS = frozenset({("train", "oracle_samples")})
-"""Keys that older runs saved and that no longer exist (the per-run oracle search, replaced by
-``train.references``): ignored when a saved config is rebuilt."""
-
-
-def config_overrides(config: dict[str, dict[str, Any]]) -> list[str]:
-    """A saved config (``ExperimentConfig.to_dict()``) as ``--set`` overrides (to rebuild it);
-    runs saved before the backend keys were nested, or with :data:`RETIRED_KEYS`, load too."""
-    config = {**config, "env": nest_legacy_backend(config.get("env") or {})}
-    return [f"{section}.{key}={json.dumps(value)}" for section, values in config.items() for key, value in values.items()
-            if (section, key) not in RETIRED_KEYS]
-
-
 def load_checkpoint(path: str | Path, overrides: Sequence[str] = ()) -> tuple[ExperimentConfig, dict[str, Any]]:
-    """A train_qmix.py checkpoint: ``path`` is the run directory (holding checkpoint.pt) or the
+    """A training run's checkpoint: ``path`` is the run directory (holding checkpoint.pt) or the
     file. Returns the run's config with ``overrides`` (``section.key=value``) applied, and the
     checkpoint dict (``"config"``, ``"learner"``, ``"episode"``, ...)."""
     path = Path(path)
@@ -303,17 +291,17 @@ def load_checkpoint(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Ex
     checkpoint = torch.load(file, map_location="cpu", weights_only=False)
     if not isinstance(checkpoint, dict) or not {"config", "learner"} <= set(checkpoint):
         raise ConfigError(f"{str(file)!r} is not a train_qmix.py checkpoint (needs 'config' and 'learner')")
-    return load_experiment(None, config_overrides(checkpoint["config"]) + list(overrides)), checkpoint
+    return with_overrides(ExperimentConfig.from_dict(checkpoint["config"]), overrides), checkpoint
 
 
 OBSERVATION_LAYOUT = (("env", "n_agents"), ("env", "rounds"), ("env", "roles"), ("env", "personas"), ("env", "encoder"),
                       ("env", "embed_dim"))
 """The config fields that fix the agents' observations (what a network trained on one team reads on another)."""
-AGENT_LAYOUT = OBSERVATION_LAYOUT + (("learner", "hidden_dim"), ("learner", "gnn_layers"), ("learner", "gnn"),
-                                     ("learner", "dueling"))
+AGENT_LAYOUT = OBSERVATION_LAYOUT + (("qmix", "hidden_dim"), ("qmix", "gnn_layers"), ("qmix", "gnn"),
+                                     ("qmix", "dueling"))
 """The config fields that fix the agent network's shapes: the observation layout and its architecture."""
-MIXER_LAYOUT = (("learner", "mixer"), ("learner", "mixer_embed_dim"), ("learner", "hypernet_dim"),
-                ("learner", "privileged_state"))
+MIXER_LAYOUT = (("qmix", "mixer"), ("qmix", "mixer_embed_dim"), ("qmix", "hypernet_dim"),
+                ("sim_scale", "privileged_state"))
 """The config fields that fix the mixer's shapes beyond the agents' (its state: privileged or not)."""
 NETWORK_LAYOUT = AGENT_LAYOUT + MIXER_LAYOUT
 """The config fields that fix the networks' shapes: the observation layout and the architecture."""
@@ -337,7 +325,7 @@ def agent_from_checkpoint(checkpoint: dict[str, Any], cfg: ExperimentConfig, obs
     observations of size ``obs_dim`` (a ConfigError if the checkpoint's network takes another size)."""
     best = (checkpoint.get("validation") or {}).get("best")
     state = best["agent"] if best else checkpoint["learner"]["agent"]
-    agent = build_agent_network(obs_dim, N_ACTIONS, cfg.learner)
+    agent = build_agent_network(obs_dim, N_ACTIONS, cfg.qmix)
     expected = {k: tuple(v.shape) for k, v in agent.state_dict().items()}
     got = {k: tuple(v.shape) for k, v in state.items()}
     if expected != got:
@@ -351,9 +339,9 @@ def agent_from_checkpoint(checkpoint: dict[str, Any], cfg: ExperimentConfig, obs
 
 
 def references_apply(cfg: ExperimentConfig) -> bool:
-    """Whether a run of ``cfg`` scores the headroom references (``train.references`` on a
-    simulated team of N = 3, T <= 2: the settings the search covers)."""
-    return (cfg.env.backend.kind == "sim" and cfg.train.references and cfg.env.n_agents == 3
+    """Whether a run of ``cfg`` scores the headroom references (``train.references`` on a team the
+    batch simulator plays, N = 3, T <= 2: the settings the search covers)."""
+    return (backend_offers(cfg.env.backend, BATCH_SIMULATOR) and cfg.train.references and cfg.env.n_agents == 3
             and cfg.env.rounds <= 2)
 
 
@@ -398,16 +386,16 @@ def held_out_comparison(cfg: ExperimentConfig, qmix_policies: Sequence[QMIXPolic
                         siblings: Sequence[Any] = (), progress: bool = True):
     """A run's final table: the QMIX policies (the first named ``qmix``), every baseline and, on a
     simulated team of N = 3, T <= 2 with ``train.references``, the headroom references, on the same
-    ``train.eval_episodes`` held-out episodes of ``eval_env`` (env seeds ``train.seed +
-    EVAL_SEED_OFFSET + k``, common random numbers). On the simulated team the baselines and
+    ``train.eval_episodes`` held-out episodes of ``eval_env`` (env seeds ``held_out_seed(train.seed)
+    + k``: the seed's own, common random numbers). On the simulated team the baselines and
     references are played by the batch simulator (:func:`score_on_simulator`), otherwise every
     policy plays the env (``siblings``: more envs for episodes in flight).
 
     Returns ``(results, traces, rewards, paired, headroom)``: per policy its figures, the QMIX
     policies' episode traces, per policy the per-episode rewards, QMIX minus each other policy
     (:func:`paired_difference`), and ``{"headroom", "headroom_share"}`` where the references ran."""
-    seed = cfg.train.seed + EVAL_SEED_OFFSET
-    simulated = cfg.env.backend.kind == "sim"
+    seed = held_out_seed(cfg.train.seed)
+    simulated = backend_offers(cfg.env.backend, BATCH_SIMULATOR)
     results, traces = {}, {}
     for policy in list(qmix_policies) + ([] if simulated else [make_baseline(name) for name in BASELINES]):
         results[policy.name], traces[policy.name] = evaluate(eval_env, policy, cfg.train.eval_episodes, seed=seed,

@@ -11,9 +11,9 @@ batch of B episodes:
 
 With ``td_lambda > 0`` the targets are TD(lambda) returns built backwards from the same
 pieces (td_lambda = 1: plain discounted returns, and the target networks are not run). With
-``replicas`` > 0 (simulated team, batched rollouts) y[t] is the episode's stored
-``return_target[t]``: its return from round t under greedy play, averaged over replicas of the
-simulator's noise (:mod:`learners.batch_runner`). The loss is the mean squared error over all
+``return_targets`` (``sim_scale.noise_samples`` > 0: simulated team, batched rollouts) y[t] is the
+episode's stored ``return_target[t]``: its return from round t under greedy play, averaged over
+samples of the simulator's noise (:mod:`learners.batch_runner`). The loss is the mean squared error over all
 B x T rounds.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from learners.agent_network import build_agent_network
-from learners.config import LearnerConfig
+from learners.config import QMIXConfig
 from learners.mixer import make_mixer
 
 NEG_INF = -1e9
@@ -62,11 +62,13 @@ def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
 
 
 class QMIXLearner:
-    """Owns the online and target networks and the optimiser."""
+    """Owns the online and target networks and the optimiser. ``return_targets``: the batches carry
+    ``return_target`` (noise-sampled returns) and the TD targets are those; ``compile``: the
+    ``runtime.compile`` of :class:`learners.config.RuntimeConfig`."""
 
-    def __init__(self, obs_dim: int, state_dim: int, n_agents: int, n_actions: int, config: LearnerConfig,
-                 device: torch.device):
-        self.config, self.device = config, device
+    def __init__(self, obs_dim: int, state_dim: int, n_agents: int, n_actions: int, config: QMIXConfig,
+                 device: torch.device, *, return_targets: bool = False, compile: bool = False):
+        self.config, self.device, self.return_targets = config, device, return_targets
         self.agent = build_agent_network(obs_dim, n_actions, config).to(device)
         self.mixer = make_mixer(config.mixer, n_agents, state_dim, config.mixer_embed_dim, config.hypernet_dim).to(device)
         self.target_agent = build_agent_network(obs_dim, n_actions, config).to(device)
@@ -81,11 +83,10 @@ class QMIXLearner:
         # differently), and torch.compile traces loss_terms once (static shapes: batch_size x
         # rounds x agents), fusing its forward and backward into a few kernels; on CPU a C++
         # wrapper calls them (cpp_wrapper: ~0.7 ms less per update than inductor's Python one)
-        self.optimizer = torch.optim.Adam(self.params, lr=config.lr, foreach=not config.compile,
-                                          fused=config.compile)
+        self.optimizer = torch.optim.Adam(self.params, lr=config.lr, foreach=not compile, fused=compile)
         self._loss_terms = torch.compile(self.loss_terms, dynamic=False,
                                          options={"cpp_wrapper": device.type == "cpu"}) \
-            if config.compile else self.loss_terms
+            if compile else self.loss_terms
         self.updates = 0
 
     def team_rewards(self, b: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -111,7 +112,7 @@ class QMIXLearner:
     def targets(self, b: dict[str, torch.Tensor], online_q: torch.Tensor | None = None) -> torch.Tensor:
         """TD targets y (B, T) for a batch (tensors from :meth:`batch_to_tensors`)."""
         cfg = self.config
-        if cfg.replicas:  # returns estimated on the simulator's replicas (learners.batch_runner)
+        if self.return_targets:  # returns estimated on samples of the simulator's noise (learners.batch_runner)
             return b["return_target"].unsqueeze(-1) if cfg.mixer == "none" else b["return_target"]
         rewards, terminated = self.team_rewards(b)
         if cfg.td_lambda == 1.0:  # Monte-Carlo returns never read a bootstrap value: skip the target networks

@@ -6,7 +6,7 @@ Each hypernetwork is an MLP with one hidden layer (``hypernet_dim``, 64 in the p
 the global state s; ``b1`` is a linear map of s and ``b2`` a state value V(s) (an MLP), as
 in the standard QMIX. ``abs`` keeps dQ_tot/dQ_i >= 0 (monotonicity, hence IGM).
 
-``learner.mixer`` picks the decomposition (:func:`make_mixer`): ``qmix`` (above), ``vdn``
+``qmix.mixer`` picks the decomposition (:func:`make_mixer`): ``qmix`` (above), ``vdn``
 (Q_tot = sum_i Q_i; Sunehag et al., 2018) or ``none`` (independent Q-learning: no Q_tot, each
 agent's Q_i is regressed on the team's reward on its own; :class:`IndependentQ` returns the
 (..., N) per-agent values and the learner broadcasts rewards over agents).
@@ -59,7 +59,7 @@ MIXERS = ("qmix", "vdn", "none")
 
 
 def make_mixer(kind: str, n_agents: int, state_dim: int, embed_dim: int, hypernet_dim: int) -> nn.Module:
-    """The mixer ``learner.mixer`` names (one of :data:`MIXERS`)."""
+    """The mixer ``qmix.mixer`` names (one of :data:`MIXERS`)."""
     if kind == "qmix":
         return QMixer(n_agents, state_dim, embed_dim, hypernet_dim)
     if kind == "vdn":

@@ -1,24 +1,30 @@
-"""Several seeds of one run: ``python train_qmix.py --seeds 0 1 2`` trains each seed in its own
-process (as many at once as ``--jobs``, default the CPU count), then reports every figure as the
-mean over seeds with its standard error (the SD over seeds / sqrt(seeds)).
+"""Several seeds of one run: ``python train_qmix.py --seeds 0 1 2`` (:func:`run_seeds`) trains each
+seed in its own child process (as many at once as ``--jobs``, default the CPU count), then reports
+every figure as the mean over seeds with its standard error (the SD over seeds / sqrt(seeds)).
+Each seed is scored on its own held-out episodes (disjoint across seeds,
+:func:`topo_env.engine.seeding.held_out_seed`), so that standard error holds the held-out
+episodes' noise as well as training's.
 
 Layout of ``--out DIR``: ``DIR/seed<s>/`` holds seed s's run (results.json, checkpoint, logs;
 its output in ``DIR/seed<s>/train.log``), and ``DIR/seeds.json`` the summary
 (:func:`summarize_seeds`)."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import multiprocessing
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
+from learners.config import ExperimentConfig
+from learners.training import RunOptions, child_status, run_logged
 from topo_env.engine.cli import RunError, format_table
 
 FIGURES = ("reward", "accuracy", "tokens_per_task", "density")
@@ -77,29 +83,32 @@ def format_seeds(summary: dict[str, Any]) -> str:
     lines = [format_table(rows, ("policy", "reward", "accuracy (pts)", "tokens/task", "qmix - policy"))]
     if "headroom_share" in summary:
         lines.append(f"headroom share (qmix - best_fixed) / (adaptive - best_fixed): {cell(summary['headroom_share'], 1, 2)}")
-    lines.append(f"means over seeds {summary['seeds']}, (standard error over seeds); each seed scored on its own "
-                 f"held-out episodes; training took {cell(summary['train_seconds'], 1, 0)} s per seed")
+    lines.append(f"means over seeds {summary['seeds']}, (standard error over seeds: training's noise and the held-out "
+                 f"episodes', each seed scored on its own); training took {cell(summary['train_seconds'], 1, 0)} s per seed")
     return "\n".join(lines)
 
 
-def run_seeds(child_args: Sequence[str], seeds: Sequence[int], out_dir: Path, jobs: int | None = None,
-              progress: bool = True, script: str | Path = "train_qmix.py") -> dict[str, Any]:
-    """Train ``seeds`` with ``python script *child_args --seed s --out out_dir/seed<s>``, ``jobs`` at
-    once, then summarise. Raises RunError naming the seeds that failed and where their logs are."""
+def run_seeds(cfg: ExperimentConfig, seeds: Sequence[int], out_dir: Path, jobs: int | None = None,
+              options: RunOptions = RunOptions()) -> dict[str, Any]:
+    """Train and evaluate ``cfg`` once per seed in ``seeds`` (``train.seed`` replaced) into
+    ``out_dir/seed<s>`` (:func:`learners.training.train_and_evaluate`, its output in
+    ``out_dir/seed<s>/train.log``), ``jobs`` child processes at once (default: the CPU count),
+    then summarise into ``out_dir/seeds.json``. Raises RunError naming the seeds that failed and
+    where their logs are."""
     out_dir.mkdir(parents=True, exist_ok=True)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(seeds)))
-
-    def train(seed: int) -> int:
-        run_dir = out_dir / f"seed{seed}"
-        run_dir.mkdir(parents=True, exist_ok=True)
-        with open(run_dir / "train.log", "w") as log:
-            return subprocess.run([sys.executable, str(script), *child_args, "--seed", str(seed), "--out", str(run_dir),
-                                   "--no-progress"], stdout=log, stderr=subprocess.STDOUT).returncode
-
-    with ThreadPoolExecutor(jobs) as pool:
-        codes = list(tqdm(pool.map(train, seeds), total=len(seeds), desc=f"seeds ({jobs} at once)",
-                          disable=not progress, file=sys.stderr))
-    failed = [s for s, code in zip(seeds, codes) if code != 0]
+    child = dataclasses.replace(options, progress=False)
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {}
+        for seed in seeds:
+            run_dir = out_dir / f"seed{seed}"
+            run_dir.mkdir(parents=True, exist_ok=True)
+            seeded = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=int(seed)))
+            futures[pool.submit(run_logged, seeded, run_dir, child, run_dir / "train.log")] = seed
+        codes = {futures[f]: child_status(f) for f in tqdm(as_completed(futures), total=len(seeds),
+                                                             desc=f"seeds ({jobs} at once)",
+                                                             disable=not options.progress, file=sys.stderr)}
+    failed = [s for s in seeds if codes[s] != 0]
     if failed:
         raise RunError(f"seed(s) {failed} failed: see {', '.join(str(out_dir / f'seed{s}' / 'train.log') for s in failed)}")
     results = {s: json.loads((out_dir / f"seed{s}" / "results.json").read_text()) for s in seeds}

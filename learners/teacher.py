@@ -110,13 +110,13 @@ def distill(agent: AgentQNetwork, demonstrations: Demonstrations, epochs: int, b
     return losses
 
 
-def imitate_teacher(env_config, learner_config, agent: AgentQNetwork, seed: int, device: torch.device | str = "cpu",
+def imitate_teacher(env_config, sim_scale, agent: AgentQNetwork, seed: int, device: torch.device | str = "cpu",
                     progress: bool = True) -> dict:
     """The teacher stage of a training run: the readable adaptive reference of ``env_config``'s
     simulated team (searched once and cached: :func:`topo_env.references.headroom.cached_references`), played
-    on ``learner_config.teacher_episodes`` episodes (env seeds
+    on ``sim_scale.teacher_episodes`` episodes (env seeds
     :func:`topo_env.engine.seeding.teacher_env_seed`) and distilled into ``agent``
-    (:func:`distill` with the ``teacher_*`` settings of ``learner_config``). Returns the report that
+    (:func:`distill` with the ``teacher_*`` settings of ``sim_scale``). Returns the report that
     results.json keeps: ``demonstrations``, ``search_episodes`` (the search's selection and
     re-ranking episodes, each replayed under every sequence), ``search_cached``, ``epochs``,
     ``losses`` (per epoch) and ``seconds``."""
@@ -126,10 +126,10 @@ def imitate_teacher(env_config, learner_config, agent: AgentQNetwork, seed: int,
               file=sys.stderr)
     references, cached = cached_references(env_config, progress=progress, context="readable")
     venv = SimVectorEnv(dataclasses.replace(env_config, split="train"))
-    count = int(learner_config.teacher_episodes)
+    count = int(sim_scale.teacher_episodes)
     demonstrations = teacher_demonstrations(venv, references, [teacher_env_seed(seed, k) for k in range(count)])
-    losses = distill(agent, demonstrations, learner_config.teacher_epochs, learner_config.teacher_batch_size,
-                     learner_config.teacher_lr, learner_config.teacher_temperature, seed, device)
+    losses = distill(agent, demonstrations, sim_scale.teacher_epochs, sim_scale.teacher_batch_size,
+                     sim_scale.teacher_lr, sim_scale.teacher_temperature, seed, device)
     if progress:
         print(f"teacher: {count} demonstrations, {len(losses)} epochs, loss {losses[0]:.3f} -> {losses[-1]:.3f}",
               file=sys.stderr)

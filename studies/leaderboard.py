@@ -44,6 +44,7 @@ import numpy as np
 import yaml
 
 from controllers.registry import ALL_NAMES, LEARNED, LLM_WRITTEN, SIMULATED_NAMES, make_controller
+from topo_env.engine.backend_registry import LLM_SERVER, NAMED_PROFILE, backend_offers
 from topo_env.engine.tasks import DEFAULT_ROUNDS
 from topo_env.engine.cli import OneLineParser, format_table, run_main
 from topo_env.frontends.env_config import EnvConfig
@@ -93,20 +94,24 @@ def env_config(profile: str, config_path: str | Path | None) -> EnvConfig:
     env = dict(data.get("env") or {})
     config = EnvConfig.from_dict(env)
     sets_rounds = "rounds" in env
-    if config.backend.kind == "sim":
+    if backend_offers(config.backend, NAMED_PROFILE):
         sets_rounds = sets_rounds and config.backend.profile == profile
         config = replace(config, backend=replace(config.backend, profile=profile))  # names a bad profile in one line
     return config if sets_rounds else replace(config, rounds=DEFAULT_ROUNDS[config.resolved_domain])
 
 
 def config_in_flight(config_path: str | Path | None) -> int:
-    """The YAML's ``train.episodes_in_flight`` (1 without a config or the key)."""
+    """The YAML's ``runtime.episodes_in_flight`` (1 without a config or the key; pre-0.2.0
+    ``runtime.episodes_in_flight`` is read there with a note)."""
+    from learners.config import say_moved, upgrade_moved_keys  # torch only where a config is read
+
     if not config_path or not Path(config_path).is_file():
         return 1
-    train = (yaml.safe_load(Path(config_path).read_text()) or {}).get("train") or {}
-    value = train.get("episodes_in_flight", 1)
+    data, moves = upgrade_moved_keys(yaml.safe_load(Path(config_path).read_text()) or {})
+    say_moved(moves)
+    value = (data.get("runtime") or {}).get("episodes_in_flight", 1)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"train.episodes_in_flight={value!r} in {config_path}: give an integer >= 1")
+        raise ConfigError(f"runtime.episodes_in_flight={value!r} in {config_path}: give an integer >= 1")
     return value
 
 
@@ -228,7 +233,7 @@ def leaderboard(profile: str, methods: Sequence[str], seeds: Sequence[int], epis
     """Train and score every method on every seed (see the module docstring); returns the JSON."""
     from tqdm import tqdm
 
-    from controllers.base import fit_counted
+    from controllers.base import train_counted
     from topo_env.frontends.orchestrator_env import OrchestratorEnv
 
     config = env_config(profile, config_path)
@@ -245,12 +250,13 @@ def leaderboard(profile: str, methods: Sequence[str], seeds: Sequence[int], epis
                 controller, cfg, budget, chat = make_controller(name, config, seed, out_dir)
                 budget = train_episodes.get(name, budget)
                 t0 = time.perf_counter()
-                spent = fit_counted(controller, lambda mode, cfg=cfg: OrchestratorEnv(cfg, mode=mode), budget, seed)
+                spent = train_counted(controller, lambda mode, cfg=cfg: OrchestratorEnv(cfg, mode=mode), budget, seed)
                 seconds = time.perf_counter() - t0
                 played = evaluate_method(controller, cfg, episodes, adversary, lambda: bar.update(1), chat, in_flight)
                 if chat is not None:
                     chat.close()
-                per_method[name][seed] = summarize_run(played, spent, seconds, cfg.backend.kind == "sim")
+                per_method[name][seed] = summarize_run(played, spent, seconds,
+                                                              not backend_offers(cfg.backend, LLM_SERVER))
                 rewards[name][seed] = np.array([r.reward for r, _ in played["clean"]])
                 if "attacked" in played:
                     drops[name][seed] = np.array([c.accuracy - a.accuracy
@@ -340,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="training episodes of a learned method instead of its module's TRAIN_EPISODES")
     parser.add_argument("--episodes-in-flight", type=int, default=None, metavar="K",
                         help="held-out episodes played at once against the team's server (default: the config's "
-                             "train.episodes_in_flight, else 1; e.g. 16 for an LLM server)")
+                             "runtime.episodes_in_flight, else 1; e.g. 16 for an LLM server)")
     parser.add_argument("--config", default=None, help="YAML with an env section (default configs/default.yaml); "
                                                        "backend: llm runs on a real team")
     parser.add_argument("--out", default="runs/leaderboard", help="where leaderboard.json, pareto.png and QMIX runs go")
@@ -357,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out_dir = Path(args.out)
     methods = args.methods
     if methods is None:
-        llm = env_config(args.profile, args.config).backend.kind == "llm"
+        llm = backend_offers(env_config(args.profile, args.config).backend, LLM_SERVER)
         methods = list(ALL_NAMES if llm else SIMULATED_NAMES)
     in_flight = args.episodes_in_flight if args.episodes_in_flight is not None else config_in_flight(args.config)
     if in_flight < 1:

@@ -1,14 +1,14 @@
 """Robustness to injected adversarial agents (paper Section 5.3, Tables 2 and 3, Appendix E).
 
-    python robustness.py --checkpoint runs/adv --adversarial 1 --adversary-position random --episodes 1000
-    python robustness.py --config configs/default.yaml --adversarial 1 --adversary-position 0   # baselines only
-    python robustness.py --checkpoint runs/adv --backend llm --config configs/local_llm.yaml --episodes 20
+    python -m studies.robustness --checkpoint runs/adv --adversarial 1 --adversary-position random --episodes 1000
+    python -m studies.robustness --config configs/default.yaml --adversarial 1 --adversary-position 0   # baselines only
+    python -m studies.robustness --checkpoint runs/adv --backend llm --config configs/local_llm.yaml --episodes 20
 
 Evaluates the learned QMIX policy (greedy, from a train_qmix.py checkpoint) and every baseline
 on the same held-out episodes twice: clean (the run's env without adversaries) and attacked
 (K agents replaced by adversaries, at fixed indices or placed at random per episode). Episode
-k uses env seed ``seed + EVAL_SEED_OFFSET + k`` (``seed``: the run's ``train.seed``), as
-train_qmix.py's results.json, so the clean figures of a clean run equal its results.json. The
+k uses env seed ``held_out_seed(seed) + k`` (``seed``: the run's ``train.seed``;
+:mod:`topo_env.engine.seeding`), as a training run's results.json, so the clean figures of a clean run equal its results.json. The
 adversaries are drawn after the task and the noise, so the clean and attacked episode k share
 its task and its noise: the paired difference is the adversary's effect alone.
 
@@ -49,7 +49,7 @@ from topo_env.engine.cli import (OneLineParser, closing_note, fail, format_table
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.engine.config_checks import ConfigError, load_yaml
 from topo_env.frontends.parallel_env import TopologyParallelEnv
-from topo_env.engine.seeding import EVAL_SEED_OFFSET
+from topo_env.engine.seeding import EVAL_SEED_OFFSET, EVAL_SEED_STRIDE, held_out_seed
 
 PROG = "python -m studies.robustness"
 
@@ -57,7 +57,7 @@ PROG = "python -m studies.robustness"
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0],
                       epilog="Config keys: env in topo_env/frontends/env_config.py (EnvConfig), env.backend in topo_env/engine/backend_registry.py, "
-                             "learner and train in learners/config.py.")
+                             "the other sections in learners/config.py.")
     p.add_argument("--checkpoint", metavar="PATH", help="train_qmix.py run directory or checkpoint.pt "
                    "(without it: baselines only)")
     p.add_argument("--config", help="YAML config: the env without --checkpoint (default: the repository's "
@@ -71,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "or --set env.backend.KEY=... (llm needs env.domain, env.backend.model and env.backend.dataset)")
     p.add_argument("--episodes", type=positive_int, help="held-out episodes per policy and condition "
                    "(default train.eval_episodes)")
-    p.add_argument("--seed", type=int, help="run seed (default train.seed); episode k uses seed + "
-                   f"{EVAL_SEED_OFFSET} + k")
+    p.add_argument("--seed", type=int, help="run seed (default train.seed); episode k uses env seed "
+                   f"{EVAL_SEED_OFFSET:,} + seed x {EVAL_SEED_STRIDE:,} + k")
     p.add_argument("--policies", help=f"comma-separated subset of qmix,{','.join(BASELINES)} (default all)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config key, nested keys with dots (env.backend.base_url=...)")
@@ -159,14 +159,14 @@ def policy_names(text: str | None, with_qmix: bool) -> list[str]:
 def run_study(args: argparse.Namespace, cfg: ExperimentConfig, checkpoint: dict | None, names: list[str],
         position: str | tuple[int, ...]) -> dict[str, Any]:
     """Evaluate every policy clean and attacked; the robustness.json object plus the traces."""
-    torch.set_num_threads(cfg.learner.torch_threads)
+    torch.set_num_threads(cfg.runtime.torch_threads)
     episodes = args.episodes or cfg.train.eval_episodes
     seed = cfg.train.seed if args.seed is None else args.seed
-    eval_seed = seed + EVAL_SEED_OFFSET
+    eval_seed = held_out_seed(seed)
     clean_env = TopologyParallelEnv(clean_env_config(cfg.env))
     attacked_env = TopologyParallelEnv(attacked_env_config(cfg.env, args.adversarial, position))
-    # train.episodes_in_flight episodes at once against an LLM server (the same per-episode results)
-    in_flight = cfg.train.episodes_in_flight
+    # runtime.episodes_in_flight episodes at once against an LLM server (the same per-episode results)
+    in_flight = cfg.runtime.episodes_in_flight
     clean_siblings, attacked_siblings = sibling_envs(clean_env, in_flight)[1:], sibling_envs(attacked_env, in_flight)[1:]
     progress = not args.no_progress
     clean, attacked, traces = {}, {}, {}

@@ -12,8 +12,8 @@ rewards, as with an LLM team. The route:
 2. **fit** a simulated team to them (:func:`topo_env.fitting.fit.fit_traces`, from the domain's built-in
    profile), written to ``DIR/fitted.yaml``, its report and predictive check to
    ``DIR/fit_report.json``;
-3. **train** at simulator scale on the fitted team: ``configs/default.yaml``'s learner and train
-   sections (teacher, batches, replicas) with the real team's layout (agents, rounds, roles, reward,
+3. **train** at simulator scale on the fitted team (:func:`learners.training.train_and_evaluate`):
+   ``configs/default.yaml``'s sections (teacher, batches, noise samples) with the real team's layout (agents, rounds, roles, reward,
    encoder), into ``DIR/sim_run`` (``--sim-set`` overrides them, ``--episodes`` its TD episodes);
 4. **fine-tune** (``--finetune-calls C``): the one-episode loop on the real team from the sim run's
    networks within C more real calls, into ``DIR/finetune``;
@@ -35,18 +35,19 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
-from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
+from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment, with_overrides
 from learners.runner import space_dims
+from learners.training import RunOptions, train_and_evaluate
 from learners.evaluation import (OBSERVATION_LAYOUT, QMIXPolicy, agent_from_checkpoint,
                                  held_out_comparison, layout_difference, load_checkpoint, score_on_simulator)
 from topo_env.engine.cli import OneLineParser, RunError, closing_note, format_table, points, run_main, standard_error_note
 from topo_env.references.baselines import BASELINES
-from topo_env.engine.seeding import EVAL_SEED_OFFSET
+from topo_env.engine.seeding import held_out_seed
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.engine.config_checks import ConfigError
 from topo_env.frontends.parallel_env import TopologyParallelEnv
@@ -92,33 +93,30 @@ def record(real: ExperimentConfig, path: Path, budget: int, seed: int) -> dict:
     return {**spent, "pool": pool, "max_calls_per_episode": bound}
 
 
-def sim_training_args(real: ExperimentConfig, fitted: Path, out: Path, seed: int, episodes: int | None,
-                      sim_sets: Sequence[str]) -> list[str]:
-    """train_qmix.py's arguments for training on the fitted team: the default config, the real
-    team's layout (:data:`TEAM_KEYS`), the fitted profile, then ``sim_sets``."""
-    env = real.env.to_dict()
-    sets = [f"env.{key}={json.dumps(env[key])}" for key in TEAM_KEYS if key in env]
-    sets += [f"env.profile={fitted}", "env.backend=sim", f"train.seed={seed}", *sim_sets]
-    args = ["--config", str(DEFAULT_CONFIG), "--out", str(out), "--no-pictures", "--no-progress"]
-    args += ["--episodes", str(episodes)] if episodes else []
-    return args + [x for text in sets for x in ("--set", text)]
+def sim_training_config(real: ExperimentConfig, fitted: Path, episodes: int | None,
+                        sim_sets: Sequence[str]) -> ExperimentConfig:
+    """The training on the fitted team: the default config (:data:`learners.config.DEFAULT_CONFIG`)
+    with the real team's layout (:data:`TEAM_KEYS`), the fitted profile and the real run's seed, then
+    ``sim_sets`` (``section.key=value``) and ``episodes`` (its TD episodes; None: the default's)."""
+    base = load_experiment(DEFAULT_CONFIG)
+    team = {key: value for key, value in real.env.to_dict().items() if key in TEAM_KEYS}
+    env = EnvConfig.from_dict({**base.env.to_dict(), **team, "backend": {"kind": "sim", "profile": str(fitted)}})
+    cfg = with_overrides(dataclasses.replace(base, env=env, train=dataclasses.replace(base.train, seed=real.train.seed)),
+                         sim_sets)
+    return cfg if not episodes else dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, episodes=episodes))
 
 
-def run(args, train: Callable[[list[str]], int]) -> int:
-    """``--sim2real`` (module docstring); ``train`` is train_qmix.py's ``main`` (a run from its argv)."""
-    if args.resume or args.init_from or args.seeds or args.trace_out:
-        raise ConfigError("--sim2real runs its own training and evaluation: leave out --resume, --init-from, --seeds "
-                          "and --trace-out")
-    if args.real_calls is None:
-        raise ConfigError("--sim2real needs --real-calls N: the budget of real LLM calls for training")
-    real = load_experiment(args.config, [*args.set, *([f"train.seed={args.seed}"] if args.seed is not None else [])])
+def run(real: ExperimentConfig, out: Path, real_calls: int, finetune_calls: int = 0, sim_sets: Sequence[str] = (),
+        sim_episodes: int | None = None, progress: bool = True) -> int:
+    """The sim-to-real route (module docstring) for the real team ``real`` into ``out`` on
+    ``real_calls`` real LLM calls, ``finetune_calls`` of them for fine-tuning; ``sim_sets`` and
+    ``sim_episodes`` change the training on the fitted team. Returns 0."""
     seed, bound = real.train.seed, max_episode_calls(real.env.n_agents, real.env.rounds)
-    finetune = int(args.finetune_calls or 0)
-    record_budget = args.real_calls - finetune
+    finetune = int(finetune_calls or 0)
+    record_budget = real_calls - finetune
     if record_budget < 4 * bound:
-        raise ConfigError(f"--real-calls {args.real_calls} (with --finetune-calls {finetune}): recording needs at least "
+        raise ConfigError(f"--real-calls {real_calls} (with --finetune-calls {finetune}): recording needs at least "
                           f"{4 * bound} calls (4 episodes of at most {bound}); give a larger budget")
-    out = Path(args.out or f"runs/sim2real-seed{seed}")
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
 
@@ -141,31 +139,30 @@ def run(args, train: Callable[[list[str]], int]) -> int:
     # 3. train at simulator scale on the fitted team
     sim_run = out / "sim_run"
     say(f"sim2real: training on the fitted team ({sim_run})")
-    if train(sim_training_args(real, fitted, sim_run, seed, args.episodes, args.sim_set)) != 0:
-        raise RunError(f"training on the fitted team failed; its output is in {sim_run}")
+    quiet = RunOptions(progress=False, pictures=False, source=f"the fitted team {fitted}")
+    if train_and_evaluate(sim_training_config(real, fitted, sim_episodes, sim_sets), sim_run, quiet) != 0:
+        raise RunError(f"training on the fitted team stopped early; its checkpoint is in {sim_run}")
     policy_run, finetune_report = sim_run, None
 
     # 4. fine-tune on the real team with the calls left (optional)
     if finetune:
-        spare = args.real_calls - recorded["calls"] - bound  # the episode that reaches the budget still finishes
+        spare = max(1, real_calls - recorded["calls"] - bound)  # the episode that reaches the budget still finishes
         ft_run = out / "finetune"
-        ft_args = ["--config", args.config, "--out", str(ft_run), "--init-from", str(sim_run), "--no-pictures",
-                   "--no-progress", "--episodes", str(max(1, spare)), "--set", f"train.call_budget={max(1, spare)}",
-                   "--set", f"train.seed={seed}", *[x for text in args.set for x in ("--set", text)]]
         say(f"sim2real: fine-tuning on the real team within {spare} calls ({ft_run})")
-        code = train(ft_args)
-        if code not in (0, 130):  # 130: stopped at its call budget, with a checkpoint
-            raise RunError(f"fine-tuning on the real team failed; its output is in {ft_run}")
+        ft_cfg = dataclasses.replace(real, train=dataclasses.replace(real.train, episodes=spare, call_budget=spare))
+        # stops at its call budget with a checkpoint (STOPPED), or ends at its episodes
+        train_and_evaluate(ft_cfg, ft_run, dataclasses.replace(quiet, init_from=sim_run,
+                                                               source=f"the real team, from {sim_run}"))
         ft = load_checkpoint(ft_run)[1]
         finetune_report = {"run": str(ft_run), "episodes": int(ft["episode"]), "calls": int(ft["calls_spent"])}
         policy_run = ft_run
 
     # 5. the greedy policy on the real team's held-out tasks
     say(f"sim2real: the greedy policy and every fixed topology on {real.train.eval_episodes} held-out tasks")
-    results, paired, headroom = evaluate_on_real(real, policy_run, progress=not args.no_progress)
-    real_calls = recorded["calls"] + (finetune_report["calls"] if finetune_report else 0)
+    results, paired, headroom = evaluate_on_real(real, policy_run, progress=progress)
+    spent_calls = recorded["calls"] + (finetune_report["calls"] if finetune_report else 0)
     summary = {"config": real.to_dict(), "eval": {**results, **headroom}, "qmix_minus": paired,
-               "sim2real": {"real_calls": real_calls, "budget": args.real_calls, "record": recorded,
+               "sim2real": {"real_calls": spent_calls, "budget": real_calls, "record": recorded,
                             "fitted_profile": str(fitted), "fit_report": str(out / "fit_report.json"),
                             "fit": fit_summary(report), "sim_run": str(sim_run), "finetune": finetune_report,
                             "predicted_vs_measured": predicted_vs_measured(real, fitted, results),
@@ -205,7 +202,7 @@ def predicted_vs_measured(real: ExperimentConfig, fitted: Path, measured: dict,
     ``miss``: the difference is beyond 2 SE."""
     env = TopologyParallelEnv(simulated_team(real, fitted, split="eval"))
     try:
-        predicted, _ = score_on_simulator(env, episodes, real.train.seed + EVAL_SEED_OFFSET, progress=False,
+        predicted, _ = score_on_simulator(env, episodes, held_out_seed(real.train.seed), progress=False,
                                           references=False)
     finally:
         env.close()

@@ -7,7 +7,7 @@ Agent ``--agent`` of the config's LLM team (its role, persona, prompts, parsing 
 each of the first ``--tasks`` held-out tasks once, with no teammates and no second round: the call
 every topology's first round starts from. The held-out split is in a fixed shuffled order
 (:class:`agents_llm.team.TaskPool`), so these are the tasks the team's held-out evaluation plays
-first. Calls are kept in flight (``train.episodes_in_flight``, bounded by the backend's
+first. Calls are kept in flight (``runtime.episodes_in_flight``, bounded by the backend's
 ``max_concurrency``) and cached like the team's.
 
 Prints accuracy with its standard error, tokens per task (prompt and completion, from the server's
@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from agents_llm.scoring import score
 from learners.config import load_experiment
-from topo_env.engine.backend_registry import make_backend, sibling_backend
+from topo_env.engine.backend_registry import LLM_SERVER, backend_offers, make_backend, sibling_backend
 from topo_env.engine.cli import OneLineParser, format_table, points, positive_int, run_main
 from topo_env.engine.config_checks import ConfigError
 from topo_env.engine.team_backend import AgentCall
@@ -66,16 +66,16 @@ def answer_alone(config_path: str, tasks: int, agent: int, seed: int = 0, sets: 
     ``correct``, ``tokens``, ``answer``)."""
     cfg = load_experiment(config_path, list(sets))
     env = dataclasses.replace(cfg.env, split="eval")
-    if env.backend.kind == "sim":
+    if not backend_offers(env.backend, LLM_SERVER):
         raise ConfigError(f"{config_path}: the single-agent study calls a real team; give a config with "
-                          "env.backend.kind llm (e.g. configs/small_team.yaml)")
+                          "an LLM backend (e.g. configs/small_team.yaml)")
     if not 0 <= agent < env.n_agents:
         raise ConfigError(f"--agent {agent}: the team has agents 0 .. {env.n_agents - 1}")
     team = make_backend(env)
     held_out = len(team.tasks.splits["eval"])
     if tasks > held_out:
         raise ConfigError(f"--tasks {tasks}: the held-out split holds {held_out} tasks; give at most that")
-    in_flight = max(1, min(cfg.train.episodes_in_flight, env.backend.max_concurrency))
+    in_flight = max(1, min(cfg.runtime.episodes_in_flight, env.backend.max_concurrency))
     teams = [team] + [sibling_backend(team, env) for _ in range(in_flight - 1)]
     bar = tqdm(total=tasks, desc=f"agent {agent} alone", disable=not progress, file=sys.stderr)
 

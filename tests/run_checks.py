@@ -13,7 +13,7 @@ from learners.buffer import unpacked
 from topo_env.engine.backend_registry import make_backend
 
 ONE_EPISODE_CONFIG = str(Path(__file__).resolve().parent / "data" / "one_episode.yaml")
-"""The config of the one-episode loop's tests (``train.sim_batch: 0``; tests/data/one_episode.yaml)."""
+"""The config of the one-episode loop's tests (``sim_scale.batch: 0``; tests/data/one_episode.yaml)."""
 
 
 def read_checkpoint(path: Path) -> dict:

@@ -1,6 +1,8 @@
 """The house's floors hold: no product module imports a floor above its own, and no imports go
 in a circle. Every import statement counts, module level or inside a function (a lazy import is
-still a dependency); only ``if TYPE_CHECKING:`` blocks are left out (annotations, never run).
+still a dependency); only ``if TYPE_CHECKING:`` blocks are left out (annotations, never run). No
+product module starts a program of a floor above its own either (a script's file name, or a module
+after ``-m``, in its code: a dependency the imports do not show).
 
 Floors, from the ground up (docs/architecture.md):
   1 engine       topo_env.engine
@@ -28,11 +30,6 @@ FLOORS: dict[str, int] = {
     "studies": 6, "train_qmix": 6,
 }
 PRODUCT = ("topo_env", "agents_llm", "controllers", "learners", "studies", "train_qmix.py")
-MOVED_ALIASES: frozenset[str] = frozenset({
-    "topo_env.leaderboard", "topo_env.oracle", "topo_env.score_baselines", "topo_env.sim.fit", "robustness",
-})
-"""Old module paths kept as thin aliases of their new homes for one release (documented commands
-keep working); they are the only modules allowed to point up, and go in the next release."""
 
 
 def module_name(path: Path) -> str:
@@ -47,7 +44,6 @@ def product_modules() -> dict[str, Path]:
     for entry in PRODUCT:
         p = ROOT / entry
         paths.extend([p] if p.is_file() else sorted(p.rglob("*.py")))
-    paths.append(ROOT / "robustness.py")
     return {module_name(p): p for p in paths if p.exists()}
 
 
@@ -86,6 +82,40 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return found
 
 
+def _docstring_nodes(tree: ast.AST) -> set[int]:
+    """ids of the docstring constants of a module, its classes and functions."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def programs_started_by(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The product modules ``name``'s code names as a program to start: a string that is a
+    module's file path (``"train_qmix.py"``, ``"studies/leaderboard.py"``), or a module name right
+    after a ``"-m"`` in a list, tuple or call. Docstrings and messages (strings with more in them)
+    do not count."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    docstrings = _docstring_nodes(tree)
+    in_repo = {m: p for m, p in modules.items() if p.is_relative_to(ROOT)}
+    by_file = {str(p.relative_to(ROOT)): m for m, p in in_repo.items()} | \
+              {p.name: m for m, p in in_repo.items() if p.parent == ROOT}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            if node.value in by_file and by_file[node.value] != name:
+                found.add(by_file[node.value])
+        items = node.elts if isinstance(node, (ast.List, ast.Tuple)) else node.args if isinstance(node, ast.Call) else []
+        for flag, target in zip(items, items[1:]):
+            if (isinstance(flag, ast.Constant) and flag.value == "-m" and isinstance(target, ast.Constant)
+                    and target.value in modules and target.value != name):
+                found.add(target.value)
+    return found
+
+
 def floor_of(name: str) -> int:
     best = max((key for key in FLOORS if name == key or name.startswith(key + ".")), key=len)
     return FLOORS[best]
@@ -112,8 +142,26 @@ def test_the_walk_sees_the_whole_product(graph):
 
 def test_no_import_climbs_a_floor(graph):
     upward = [f"{a} (floor {floor_of(a)}) imports {b} (floor {floor_of(b)})" for a, b in graph.edges
-              if a not in MOVED_ALIASES and floor_of(b) > floor_of(a)]
+              if floor_of(b) > floor_of(a)]
     assert not upward, "imports that climb a floor:\n" + "\n".join(sorted(upward))
+
+
+def test_no_module_starts_a_program_of_a_higher_floor():
+    modules = product_modules()
+    upward = [f"{name} (floor {floor_of(name)}) starts {target} (floor {floor_of(target)})"
+              for name, path in modules.items() for target in programs_started_by(name, path, modules)
+              if floor_of(target) > floor_of(name)]
+    assert not upward, "programs started a floor up (call them as library functions):\n" + "\n".join(sorted(upward))
+
+
+def test_a_started_program_is_found_and_a_docstring_or_message_is_not(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text('"""Run python train_qmix.py."""\nimport subprocess, sys\nSCRIPT = "train_qmix.py"\n'
+                      'def f():\n    """train_qmix.py"""\n    subprocess.run([sys.executable, "-m", "studies.leaderboard"])\n'
+                      '    print("continue with python -m studies.robustness --checkpoint x")\n')
+    modules = {"learners.m": source, "train_qmix": ROOT / "train_qmix.py", "studies.leaderboard": source,
+               "studies.robustness": source}
+    assert programs_started_by("learners.m", source, modules) == {"train_qmix", "studies.leaderboard"}
 
 
 def test_no_import_circles(graph):
@@ -147,24 +195,3 @@ def test_a_lazy_import_counts_and_a_type_checking_one_does_not(tmp_path):
                       "def f():\n    from controllers.base import Controller\n")
     modules = {"m": source, "studies.leaderboard": source, "controllers.base": source}
     assert imports_of("m", source, modules) == {"controllers.base"}
-
-
-@pytest.mark.parametrize("command", [
-    ["-m", "topo_env.oracle"], ["-m", "topo_env.leaderboard"], ["-m", "topo_env.score_baselines"],
-    ["-m", "topo_env.sim.fit"], ["robustness.py"],
-])
-def test_the_old_commands_still_run(command):
-    """The documented commands of the previous layout run their new modules for one more release."""
-    import subprocess
-    import sys
-
-    proc = subprocess.run([sys.executable, *command, "--help"], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("usage: python -m ")
-
-
-def test_an_old_import_path_is_the_new_module():
-    import topo_env.oracle
-    from topo_env.references import oracle_cli
-
-    assert topo_env.oracle is oracle_cli

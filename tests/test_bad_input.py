@@ -197,8 +197,10 @@ def test_failed_step_changes_nothing(bad, when):
         (dict(backend={"kind": "llm", "model": "m", "dataset": "humaneval"}), "backend kind 'llm' needs env.domain"),
         (dict(backend={"kind": "llm", "model": "m", "dataset": "humaneval", "max_tokens": 0}, domain="code"),
          "backend.max_tokens=0"),
-        (dict(llm={"model": "m"}), r"\['llm'\] moved under env.backend: write backend: \{kind: llm, model"),
-        (dict(dataset="humaneval", train_size=3), re.escape("['dataset', 'train_size'] moved under env.backend")),
+        (dict(llm={"model": "m"}), re.escape("unknown env config key(s) ['llm']; 'llm' is now env.backend.model")),
+        (dict(dataset="humaneval", train_size=3),
+         re.escape("['dataset', 'train_size']; 'dataset' is now env.backend.dataset; 'train_size' is now "
+                   "env.backend.train_size;")),
         (dict(w_acc=-1), "w_acc=-1"),
         (dict(w_acc=float("nan")), "w_acc=nan"),
         (dict(w_acc="1"), "w_acc='1'"),

@@ -5,7 +5,7 @@ one-episode runner.
   documented runs used (kept below as the reference, written out scalar by scalar);
 - a batch of one is ``EpisodeRunner.run`` bit for bit; a batch of B plays each episode as the
   PettingZoo env plays the same joint actions;
-- replica returns are unbiased estimates of the played return with less variance;
+- noise-sample returns are unbiased estimates of the played return with less variance;
 - ``EpisodeReplayBuffer.add_batch`` stores what B calls of ``add`` store."""
 from __future__ import annotations
 
@@ -156,8 +156,8 @@ def test_a_batch_plays_each_episode_as_the_env_plays_its_actions():
         assert total == stats.reward[b] and env.accuracy == stats.accuracy[b]
 
 
-def test_replica_returns_are_unbiased_and_less_noisy():
-    """The replicas' mean return from round t estimates the return the episode's actions earn,
+def test_noise_sample_returns_are_unbiased_and_less_noisy():
+    """The noise samples' mean return from round t estimates the return the episode's actions earn,
     averaged over the noise still to come: over many greedy episodes its mean equals the mean
     played return within sampling error, and it varies less: before round 1 far less (the latent
     and blind spots are redrawn too), before round 2 a little (round 1's answers are kept)."""
@@ -165,8 +165,8 @@ def test_replica_returns_are_unbiased_and_less_noisy():
     venv = SimVectorEnv(config)
     runner = BatchEpisodeRunner(venv, network(venv.obs_builder.dim, seed=3), "cpu")
     seeds = list(range(4000))
-    episodes, stats = runner.run(seeds, 0.0, np.random.default_rng(0), replicas=8,
-                                 replica_rng=np.random.default_rng(9), gamma=0.99)
+    episodes, stats = runner.run(seeds, 0.0, np.random.default_rng(0), noise_samples=8,
+                                 noise_rng=np.random.default_rng(9), gamma=0.99)
     played = stats.reward
     for t, discount, share in ((0, 0.99, 0.6), (1, 1.0, 0.95)):
         target = episodes.return_target[:, t].astype(np.float64)
@@ -174,7 +174,7 @@ def test_replica_returns_are_unbiased_and_less_noisy():
         assert abs(diff.mean()) < 3 * diff.std() / np.sqrt(len(diff)), t
         assert target.var() < share * (discount * played).var(), t
     plain, _ = runner.run(seeds[:10], 0.0, np.random.default_rng(0))
-    assert not plain.return_target.any()  # no replicas: no replica targets
+    assert not plain.return_target.any()  # no noise samples: no return targets
 
 
 def test_privileged_state_extends_the_state():

@@ -5,6 +5,10 @@ import pytest
 import topo_env
 from topo_env.sim.batch import TaskArrays
 from topo_env.frontends.comm_batch import CommBatchSimulator
+from topo_env.sim.model import (
+    AgentFeatures, Input, TaskFeatures, draw_noise, simulate_call, simulate_decision, simulate_verdict, wrong_label_cdf,
+)
+from topo_env.sim.numerics import ARRAYS, SCALARS
 from topo_env.sim.profiles import get_profile
 from topo_env.sim.tasks import SimTaskSource
 
@@ -69,3 +73,52 @@ def test_open_loop_broadcast_and_shapes():
     np.testing.assert_array_equal(res.calls, np.full((64, 2, 3), 2))  # draft + revise
     with pytest.raises(ValueError, match=r"\(B, T, N\)"):
         sim.run(np.ones((3, 3), np.int64), tasks, noise)
+
+
+@pytest.mark.parametrize("profile", ["mmlu_pro", "humaneval", "aime25"])
+@pytest.mark.parametrize("with_previous", [False, True])
+def test_each_behaviour_is_one_function_for_one_call_and_for_arrays(profile, with_previous):
+    """The model (topo_env/sim/model.py) is written once: on one call's Python numbers (the env's
+    path, xp=SCALARS) and on arrays (the batch path, xp=ARRAYS) it gives the same call, verdict and
+    decision, row by row; a sender hidden in a row is one the single call is not shown."""
+    p = get_profile(profile)
+    rng = np.random.default_rng(3)
+    m, senders = 300, 3
+    tasks = TaskArrays.sample(rng, p, m)
+    noise = draw_noise(rng, p, m, 1, 1).calls[:, 0, 0, 0]  # (m, L)
+    verifiability = np.array(p.verifiability)[tasks.subject]
+    skill = 0.3 * rng.standard_normal(m)
+    strength = np.array(p.subject_offsets)[tasks.subject] + skill
+    blind, adversarial = rng.standard_normal(m), rng.random(m) < 0.2
+    inputs = [Input(rng.integers(0, p.n_wrong + 1, m), rng.random(m), rng.integers(50, 400, m), rng.integers(-1, 2, m))
+              for _ in range(senders + 1)]
+    masks = rng.random((senders, m)) < 0.6
+    previous = inputs[0] if with_previous else None
+    task = TaskFeatures(tasks.difficulty, tasks.latent, tasks.prompt_tokens, verifiability)
+    agent = AgentFeatures("analyzer", strength, skill, blind, 1.1, adversarial)
+    shown = list(zip(masks, inputs[1:]))
+    cdf = wrong_label_cdf(p)
+    batch_call = simulate_call(ARRAYS, p, np.array(cdf), task, agent, previous, shown, noise.T)
+    batch_decision = simulate_decision(ARRAYS, p, task, shown, noise.T)
+    batch_verdict = simulate_verdict(ARRAYS, p, batch_call.label, noise.T, verifiability)
+    for r in range(m):
+        one_task = _row(task, r)
+        one_agent = AgentFeatures("analyzer", strength[r].item(), skill[r].item(), blind[r].item(), 1.1,
+                                  bool(adversarial[r]))
+        one_shown = [(True, _row(x, r)) for mask, x in shown if mask[r]]
+        one_previous = None if previous is None else _row(previous, r)
+        one_noise = noise[r].tolist()
+        call = simulate_call(SCALARS, p, cdf, one_task, one_agent, one_previous, one_shown, one_noise)
+        decision = simulate_decision(SCALARS, p, one_task, one_shown, one_noise)
+        verdict = simulate_verdict(SCALARS, p, call.label, one_noise, one_task.verifiability)
+        for one, batch in ((call, batch_call), (decision, batch_decision)):
+            assert [one.label, one.content_tokens, one.prompt_tokens, one.completion_tokens, one.reasoning_tokens] == \
+                   [int(x[r]) for x in (batch.label, batch.content_tokens, batch.prompt_tokens, batch.completion_tokens,
+                                        batch.reasoning_tokens)]
+            assert one.confidence == pytest.approx(batch.confidence[r], rel=1e-12)
+        assert verdict == batch_verdict[r]
+
+
+def _row(features, r: int):
+    """Row r of a NamedTuple of (m,) arrays, as the same NamedTuple of Python numbers."""
+    return type(features)(*(x[r].item() for x in features))

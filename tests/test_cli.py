@@ -23,7 +23,7 @@ from topo_env.sim.config import SimBackendConfig
 from topo_env.sim.profiles import get_profile
 from topo_env.engine.cli import (apply_set, closing_note, format_table, parse_set, points, positive_int,
                           standard_error_note)
-from topo_env.frontends.env_config import EnvConfig, env_difference, nest_legacy_backend
+from topo_env.frontends.env_config import EnvConfig, env_difference
 from topo_env.engine.config_checks import ConfigError
 from topo_env.sim.team import SimTeamBackend
 
@@ -134,18 +134,19 @@ def test_the_api_key_is_never_written_out():
     assert SECRET not in str(err.value)
 
 
-def test_saved_env_sections_of_older_runs_are_nested():
-    old_sim = {"backend": "sim", "llm": None, "dataset": None, "train_size": 15, "rounds": 2}
-    assert nest_legacy_backend(old_sim) == {"backend": "sim", "rounds": 2}
+def test_the_env_keys_of_0_1_are_unknown_and_the_error_names_their_place_now():
     old_llm = {"backend": "llm", "domain": "reasoning", "llm": {"model": "m", "base_url": "http://h/v1"},
                "dataset": SAMPLE_TASKS, "train_size": 3}
-    nested = nest_legacy_backend(old_llm)
-    assert nested["backend"] == {"kind": "llm", "model": "m", "base_url": "http://h/v1", "dataset": SAMPLE_TASKS,
-                                 "train_size": 3}
-    assert EnvConfig.from_dict(nested).backend.train_size == 3
-    assert nest_legacy_backend(nested) == nested
-    with pytest.raises(ConfigError, match="moved under env.backend"):
+    with pytest.raises(ConfigError) as err:
         EnvConfig.from_dict(old_llm)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("unknown env config key(s) ['dataset', 'llm', 'train_size']")
+    for now in ("'llm' is now env.backend.model", "'dataset' is now env.backend.dataset",
+                "'train_size' is now env.backend.train_size"):
+        assert now in message
+    with pytest.raises(ConfigError) as err:
+        EnvConfig.from_dict({"foo": 1})
+    assert "env.backend" not in str(err.value).split("; known keys")[0]
 
 
 def test_make_backend_builds_each_kind_and_both_draw_tasks_by_index():
@@ -226,14 +227,17 @@ def test_llm_backend_config_imports_no_llm_stack():
 
 def test_train_qmix_config_error_is_one_line(tmp_path):
     out = tmp_path / "never"
-    proc = run_program("train_qmix.py", "--set", "learner.lr=-1", "--out", str(out), "--no-progress")
-    assert_one_line_error(proc, "python train_qmix.py", "learner.lr=-1")
+    proc = run_program("train_qmix.py", "--set", "qmix.lr=-1", "--out", str(out), "--no-progress")
+    assert_one_line_error(proc, "python train_qmix.py", "qmix.lr=-1")
+    old = run_program("train_qmix.py", "--set", "learner.lr=-1", "--out", str(out), "--no-progress")
+    assert_one_line_error(old, "python train_qmix.py", "qmix.lr=-1")  # an old key: its error, no note
     assert not out.exists()
 
 
-def test_train_qmix_old_llm_keys_show_the_nested_form(tmp_path):
+def test_train_qmix_old_llm_key_is_unknown_and_named_where_it_lives_now(tmp_path):
     proc = run_program("train_qmix.py", "--set", "env.llm={model: m}", "--out", str(tmp_path / "x"))
-    assert_one_line_error(proc, "python train_qmix.py", "['llm']", "backend: {kind: llm, model: ...")
+    assert_one_line_error(proc, "python train_qmix.py", "unknown env config key(s) ['llm']",
+                          "'llm' is now env.backend.model")
 
 
 def test_train_qmix_missing_config_file_is_one_line(tmp_path):
@@ -270,7 +274,7 @@ def test_train_qmix_without_a_local_server_names_the_command_that_starts_one(tmp
 def test_train_qmix_help_says_where_every_key_is_documented():
     proc = run_program("train_qmix.py", "--help")
     assert proc.returncode == 0
-    for where in ("topo_env/frontends/env_config.py", "EnvConfig", "topo_env/engine/backend_registry.py", "learners/config.py", "LearnerConfig",
+    for where in ("topo_env/frontends/env_config.py", "EnvConfig", "topo_env/engine/backend_registry.py", "learners/config.py", "QMIXConfig", "ExplorationConfig", "SimScaleConfig", "RuntimeConfig",
                   "TrainConfig", "env.backend.base_url="):
         assert where in proc.stdout, where
 
@@ -297,7 +301,7 @@ def test_robustness_without_a_server_names_it(tmp_path):
     assert_one_line_error(proc, "python -m studies.robustness", f"--port {port}")
 
 
-def test_score_baselines_errors_are_one_line():
+def test_baselines_cli_errors_are_one_line():
     proc = run_program("-m", "topo_env.references.baselines_cli", "--policy", "chain", "--profile", "mmlu_pro",
                        "--episodes", "2", "--adversarial", "9")
     assert_one_line_error(proc, "python -m topo_env.references.baselines_cli", "adversarial_agents contains 9")
@@ -323,7 +327,7 @@ def test_table_and_note_helpers():
             positive_int(bad)
 
 
-def test_score_baselines_table_shows_accuracy_in_points():
+def test_baselines_cli_table_shows_accuracy_in_points():
     proc = run_program("-m", "topo_env.references.baselines_cli", "--policy", "chain", "--profile", "mmlu_pro",
                        "--episodes", "4", "--no-progress")
     assert proc.returncode == 0, proc.stderr

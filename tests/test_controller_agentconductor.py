@@ -170,32 +170,32 @@ def test_group_advantages():
     np.testing.assert_array_equal(group_advantages([2.0] * 8), np.zeros(8))
 
 
-def _fit(seed, episodes=96):
+def _train(seed, episodes=96):
     env = orchestrator_env(mode="graph", profile="mmlu_pro", rounds=ENV_ROUNDS)
     controller = build(3, ENV_ROUNDS, seed, {"tasks_per_update": 1})
-    report = controller.fit(env, episodes, seed=seed)
+    report = controller.train(env, episodes, seed=seed)
     return controller, report
 
 
-def test_fit_is_reproducible_and_changes_the_policy():
+def test_training_is_reproducible_and_changes_the_policy():
     untrained = build(3, ENV_ROUNDS, 3)
     env = orchestrator_env(mode="graph", profile="mmlu_pro", rounds=ENV_ROUNDS)
-    play_episode(env, untrained, 0, {"split": "eval"})  # builds the network (same generator as _fit's)
-    first, report = _fit(3)
-    second, _ = _fit(3)
+    play_episode(env, untrained, 0, {"split": "eval"})  # builds the network (same generator as _train's)
+    first, report = _train(3)
+    second, _ = _train(3)
     assert report.episodes == 96
     a, b, init = first.state_dict()["policy"], second.state_dict()["policy"], untrained.state_dict()["policy"]
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert any(not torch.equal(a[k], init[k]) for k in a)
     # a different seed trains differently
-    other, _ = _fit(4)
+    other, _ = _train(4)
     assert any(not torch.equal(a[k], other.state_dict()["policy"][k]) for k in a)
     restored = build(3, ENV_ROUNDS, 9)
     restored.load_state_dict(first.state_dict())
     assert all(torch.equal(restored.state_dict()["policy"][k], a[k]) for k in a)
 
 
-def test_fit_raises_the_turn_reward():
+def test_training_raises_the_turn_reward():
     """GRPO on Eq. 9's reward: after 960 episodes the greedy plans earn more of the YAML + graph
     terms (fewer invalid plans, denser-scored ones) on eval tasks than the untrained writer."""
     env = orchestrator_env(mode="graph", profile="mmlu_pro", rounds=ENV_ROUNDS)
@@ -209,7 +209,7 @@ def test_fit_raises_the_turn_reward():
 
     controller = build(3, ENV_ROUNDS, 0)
     before = mean_turn_return(controller)
-    controller.fit(env, 960, seed=0)
+    controller.train(env, 960, seed=0)
     after = mean_turn_return(controller)
     assert after > before + 1.0, (before, after)
 

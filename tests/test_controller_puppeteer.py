@@ -1,5 +1,5 @@
 """Tests for controllers.puppeteer: Eq. 6's step cost and returns, the REINFORCE loss, graph
-folding, stop handling, config validation, fitting and played episodes."""
+folding, stop handling, config validation, training and played episodes."""
 from __future__ import annotations
 
 import logging
@@ -224,32 +224,32 @@ def test_config_rejects_bad_keys_and_values(bad, key):
         pp.PuppeteerConfig.from_dict(bad)
 
 
-# -- fitting and playing ----------------------------------------------------------------------
-def test_fit_learns_the_rewarded_agent_on_a_bandit():
+# -- training and playing ---------------------------------------------------------------------
+def test_training_learns_the_rewarded_agent_on_a_bandit():
     env = ScriptedEnv(n_agents=2, step_tokens=(100,), bandit=True)
     ctrl = pp.build(2, 1, seed=3, config={"lr": 3e-3, "hidden": [16]})
     obs, info = env.reset()
     state = ctrl.state_vector(obs, info, 0)
     before = ctrl.distribution(state).probs.detach().numpy()
-    ctrl.fit(env, 300, seed=0)
+    ctrl.train(env, 300, seed=0)
     after = ctrl.distribution(state).probs.detach().numpy()
     assert after[0] > 0.9 > before[0]
 
 
-def test_fit_is_reproducible_and_changes_the_policy():
-    def fitted(seed):
+def test_training_is_reproducible_and_changes_the_policy():
+    def trained(seed):
         env = orchestrator_env(mode="next_agent", profile="mmlu_pro", rounds=pp.ENV_ROUNDS)
         ctrl = pp.build(3, pp.ENV_ROUNDS, seed=seed, config={"hidden": [32, 16]})
         obs, info = env.reset(seed=0, options={"split": "eval"})
         ctrl.act(obs, info)
         initial = ctrl.state_dict()
-        report = ctrl.fit(env, 40, seed=seed)
+        report = ctrl.train(env, 40, seed=seed)
         assert report.episodes == 40
         return initial, ctrl.state_dict()
 
-    init_a, a = fitted(0)
-    _, b = fitted(0)
-    _, c = fitted(1)
+    init_a, a = trained(0)
+    _, b = trained(0)
+    _, c = trained(1)
     for name, tensor in a["policy"].items():
         assert torch.equal(tensor, b["policy"][name])
     assert any(not torch.equal(t, init_a["policy"][k]) for k, t in a["policy"].items())

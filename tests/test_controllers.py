@@ -1,5 +1,5 @@
 """The controller interface (controllers/base.py), per-agent policies through the orchestrator env
-(controllers/comm_actions.py, controllers/qmix.py) and the leaderboard (studies/leaderboard.py)."""
+(controllers/per_agent.py, controllers/qmix.py) and the leaderboard (studies/leaderboard.py)."""
 from __future__ import annotations
 
 import json
@@ -9,8 +9,9 @@ import pytest
 import torch
 from run_checks import ONE_EPISODE_CONFIG
 
-from controllers.base import CallCounter, Controller, FitReport, fit_counted, graph_action, play_episode, train_seed
-from controllers.comm_actions import build_baseline, observation_builder
+from controllers.base import (CallCounter, Controller, TrainingSpend, graph_action, play_episode, train_counted,
+                              train_seed)
+from controllers.per_agent import build_baseline, observation_builder
 from controllers.qmix import QMIXController
 from learners.agent_network import AgentQNetwork
 from learners.evaluation import QMIXPolicy
@@ -103,7 +104,7 @@ def test_call_counter_counts_agent_calls_and_the_decision_node():
                for seed, name in enumerate(["full", "chain", "solo"])]
     # full: 3 agents x 2 phases (draft, revise in the cycle) x 2 rounds + decision; chain and solo: 3 x 2 + 1
     assert [r.calls for r in records] == [13, 7, 7]
-    assert env.report == FitReport(episodes=3, calls=27, tokens=sum(r.tokens for r in records))
+    assert env.report == TrainingSpend(episodes=3, calls=27, tokens=sum(r.tokens for r in records))
 
 
 class CountingLearner(Controller):
@@ -114,16 +115,16 @@ class CountingLearner(Controller):
     def act(self, observation, info):
         return graph_action(3, 1 - np.eye(3))
 
-    def fit(self, env, episodes, seed, progress=False):
+    def train(self, env, episodes, seed, progress=False):
         for k in range(episodes):
             play_episode(env, self, train_seed(seed, k), {"split": "train"})
-        return FitReport(episodes=999)  # what a controller says is not what the leaderboard reports
+        return TrainingSpend(episodes=999)  # what a controller says is not what the leaderboard reports
 
 
-def test_fit_counted_reports_what_the_env_saw():
-    spent = fit_counted(CountingLearner(), lambda mode: OrchestratorEnv(CONFIG, mode=mode), 4, seed=0)
+def test_train_counted_reports_what_the_env_saw():
+    spent = train_counted(CountingLearner(), lambda mode: OrchestratorEnv(CONFIG, mode=mode), 4, seed=0)
     assert (spent.episodes, spent.calls) == (4, 4 * 13)
-    assert fit_counted(CountingLearner(), lambda mode: OrchestratorEnv(CONFIG, mode=mode), 0, seed=0) == FitReport()
+    assert train_counted(CountingLearner(), lambda mode: OrchestratorEnv(CONFIG, mode=mode), 0, seed=0) == TrainingSpend()
 
 
 def test_recall_shows_an_earlier_output_and_drops_missing_ones():
@@ -174,16 +175,17 @@ def test_leaderboard_command_writes_json_and_picture(tmp_path, capsys):
 
 
 def test_leaderboard_trains_qmix_with_train_qmix(tmp_path, monkeypatch):
-    import controllers.qmix
-    monkeypatch.setattr(controllers.qmix, "DEFAULT_CONFIG", ONE_EPISODE_CONFIG)  # a small one-episode run
+    import learners.config
+    # a small one-episode run: the config the QMIX controller reads (controllers/qmix.py) for its network and training
+    monkeypatch.setattr(learners.config, "DEFAULT_CONFIG", ONE_EPISODE_CONFIG)
     result = leaderboard("mmlu_pro", ["qmix"], seeds=[0], episodes=10, adversary="none", config_path=None,
                          out_dir=tmp_path, train_episodes={"qmix": 40}, progress=False)
     run = result["methods"]["qmix"]["seeds"]["0"]
     saved = torch.load(tmp_path / "qmix_seed0" / "checkpoint.pt", weights_only=False)
-    extra = saved["simulator_episodes_spent"]  # replicas, the teacher's search and demonstrations
-    learner = saved["config"]["learner"]
-    assert extra == 40 * learner["replicas"] * saved["config"]["env"]["rounds"] + (
-        learner["teacher_episodes"] + 24_000 if learner["teacher_episodes"] else 0)
+    extra = saved["simulator_episodes_spent"]  # noise samples, the teacher's search and demonstrations
+    sim_scale = saved["config"]["sim_scale"]
+    assert extra == 40 * sim_scale["noise_samples"] * saved["config"]["env"]["rounds"] + (
+        sim_scale["teacher_episodes"] + 24_000 if sim_scale["teacher_episodes"] else 0)
     assert saved["episode"] == 40 and run["train_sim_episodes"] == 40 + extra  # a simulated team: no LLM calls
     assert run["train_llm_calls"] == 0
 

@@ -38,12 +38,12 @@ def test_every_single_agent_deviation_is_scored_against_the_base_on_the_same_epi
 
 def test_expected_deviation_rounds_follow_the_epsilon_schedule():
     # epsilon 1 -> 0.05 over 100 episodes, then 0.05: each round deviates with epsilon * share, 1 in 3 x 5 of them this one
-    over = ["train.episodes=200", "learner.eps_anneal_episodes=100", "learner.deviation_explore=0.5"]
+    over = ["train.episodes=200", "exploration.eps_anneal_episodes=100", "exploration.deviation_explore=0.5"]
     epsilon_sum = 100 * (1.0 + 0.05) / 2 + (1.0 - 0.05) / 2 + 100 * 0.05  # episodes 0..99 annealing, then the floor
     assert deviation_gains.expected_deviation_rounds(None, over) == pytest.approx([epsilon_sum * 0.5 / 15] * 5)
     assert (deviation_gains.expected_deviation_rounds(None, ["train.episodes=200"]) == 0.0).all()
     # ranked deviations: the k-th best other action gets 0.5^k / (1 + 0.5 + ... + 0.5^4) of an agent's deviations
-    ranked = deviation_gains.expected_deviation_rounds(None, over + ["learner.deviation_rank_decay=0.5"])
+    ranked = deviation_gains.expected_deviation_rounds(None, over + ["exploration.deviation_rank_decay=0.5"])
     assert ranked == pytest.approx(epsilon_sum * 0.5 / 3 * 0.5 ** np.arange(5) / 1.9375)
 
 

@@ -1,10 +1,11 @@
-"""Rollouts on Ray workers (``train.ray``, learners/distributed.py), on a real 2-CPU local Ray
+"""Rollouts on Ray workers (``runtime.ray``, learners/distributed.py), on a real 2-CPU local Ray
 cluster: 2 workers play the single-process run's episodes (bit for bit where the policy versions
 agree, and within a stated bound of its learner otherwise); a worker killed mid-run is restarted,
 its unfinished episodes are re-run and every episode index is stored exactly once; a bad
-``train.ray`` is a one-line ConfigError before anything runs."""
+``runtime.ray`` is a one-line ConfigError before anything runs."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -27,11 +28,11 @@ from learners.distributed import RayRollouts  # noqa: E402
 torch.set_num_threads(1)
 
 EPISODES = 64
-SMALL = {"train.eval_episodes": 200, "train.references": False, "train.warmup_episodes": 8, "learner.batch_size": 8,
-         "train.checkpoint_every": 1000, "train.log_every": 16, "learner.hidden_dim": 32, "learner.eps_start": 0.1,
-         "learner.eps_end": 0.0, "learner.eps_anneal_episodes": 32, "learner.lr": 0.003,
-         "learner.target_update_interval": 20, "learner.updates_per_episode": 4, "learner.device": "cpu"}
-ROLLOUTS = {"train.ray.address": "local", "train.ray.workers": 2}
+SMALL = {"train.eval_episodes": 200, "train.references": False, "train.warmup_episodes": 8, "qmix.batch_size": 8,
+         "train.checkpoint_every": 1000, "train.log_every": 16, "qmix.hidden_dim": 32, "exploration.eps_start": 0.1,
+         "exploration.eps_end": 0.0, "exploration.eps_anneal_episodes": 32, "qmix.lr": 0.003,
+         "qmix.target_update_interval": 20, "qmix.updates_per_episode": 4, "runtime.device": "cpu"}
+ROLLOUTS = {"runtime.ray.address": "local", "runtime.ray.workers": 2}
 REWARD_BOUND = 0.05
 """How far apart the held-out reward of greedy QMIX may be between a 2-worker run and the
 single-process run (mean over the 200 held-out episodes, rewards in [-0.1, 1.25]): the runs store
@@ -52,7 +53,7 @@ def train(out: Path, **settings) -> int:
 
 
 def held_out_reward(out: Path) -> float:
-    return train_qmix.json.loads((out / "results.json").read_text())["eval"]["qmix"]["reward"]
+    return json.loads((out / "results.json").read_text())["eval"]["qmix"]["reward"]
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +68,7 @@ def single(tmp_path_factory) -> Path:
 def two_workers(cluster, tmp_path_factory) -> Path:
     """2 workers x K = 2 episodes in flight, weights shipped every 2 committed episodes."""
     out = tmp_path_factory.mktemp("ray")
-    assert train(out, **ROLLOUTS, **{"train.episodes_in_flight": 2, "train.sync_every": 2}) == 0
+    assert train(out, **ROLLOUTS, **{"runtime.episodes_in_flight": 2, "runtime.sync_every": 2}) == 0
     return out
 
 
@@ -99,7 +100,7 @@ def test_two_workers_k1_is_the_single_process_k2_run_bit_for_bit(cluster, tmp_pa
     """2 workers x K = 1, weights shipped after every episode: episode j is launched once j - 2 is
     committed, as with K = 2 in one process: the same replay, versions and weights exactly."""
     assert train(tmp_path / "ray", **ROLLOUTS) == 0
-    assert train(tmp_path / "k2", **{"train.episodes_in_flight": 2}) == 0
+    assert train(tmp_path / "k2", **{"runtime.episodes_in_flight": 2}) == 0
     a, b = read_checkpoint(tmp_path / "ray"), read_checkpoint(tmp_path / "k2")
     assert_same_learner_and_replay(a, b)
     assert a["buffer"]["policy_version"][:EPISODES].tolist() == [max(0, j - 1) for j in range(EPISODES)]
@@ -134,7 +135,7 @@ def test_a_killed_worker_is_restarted_and_nothing_is_lost_or_stored_twice(two_wo
     monkeypatch.setattr(RayRollouts, "_launch", launch)
     monkeypatch.setattr(RayRollouts, "play", play)
     out = tmp_path / "killed"
-    assert train(out, **ROLLOUTS, **{"train.episodes_in_flight": 2, "train.sync_every": 2}) == 0
+    assert train(out, **ROLLOUTS, **{"runtime.episodes_in_flight": 2, "runtime.sync_every": 2}) == 0
     rollouts = made[-1]
     assert killed == [1] and rollouts.reruns == [(1, [18, 19])]
     assert rollouts.pids_at_end[1] != rollouts.pids_at_start[1]  # restarted: a new process
@@ -156,7 +157,7 @@ def test_a_budget_stops_launching_and_stores_every_episode_in_flight(two_workers
 
     monkeypatch.setattr(RayRollouts, "_launch", launch)
     out = tmp_path / "budget"
-    assert train(out, **ROLLOUTS, **{"train.episodes_in_flight": 2, "train.sync_every": 2,
+    assert train(out, **ROLLOUTS, **{"runtime.episodes_in_flight": 2, "runtime.sync_every": 2,
                                      "train.call_budget": 60}) == 130
     got, want = read_checkpoint(out), read_checkpoint(two_workers)
     stored = got["episode"]
@@ -168,11 +169,11 @@ def test_a_budget_stops_launching_and_stores_every_episode_in_flight(two_workers
 
 
 @pytest.mark.parametrize("override, words", [
-    ("train.ray.workers=0", ["train.ray.workers=0"]),
-    ("train.ray.address=cloud", ["train.ray.address='cloud'"]),
-    ("train.ray=4", ["train.ray=4"]),
-    ("train.ray.speed=2", ["train.ray", "speed"]),
-    ("train.sync_every=0", ["train.sync_every=0"]),
+    ("runtime.ray.workers=0", ["runtime.ray.workers=0"]),
+    ("runtime.ray.address=cloud", ["runtime.ray.address='cloud'"]),
+    ("runtime.ray=4", ["runtime.ray=4"]),
+    ("runtime.ray.speed=2", ["runtime.ray", "speed"]),
+    ("runtime.sync_every=0", ["runtime.sync_every=0"]),
 ])
 def test_bad_ray_config_is_a_one_line_error_before_anything_runs(tmp_path, override, words, monkeypatch):
     started = []
@@ -187,11 +188,11 @@ def test_bad_ray_config_is_a_one_line_error_before_anything_runs(tmp_path, overr
 
 
 def test_ray_config_round_trips_and_the_default_path_loads_no_ray():
-    cfg = load_experiment(None, ["train.ray.workers=4", "train.sync_every=8"])
-    assert (cfg.train.ray.address, cfg.train.ray.workers, cfg.train.sync_every) == ("local", 4, 8)
-    assert load_experiment(None, [f"train.ray={train_qmix.json.dumps(cfg.to_dict()['train']['ray'])}"]).train.ray \
-        == cfg.train.ray
-    assert load_experiment(None).train.ray is None
+    cfg = load_experiment(None, ["runtime.ray.workers=4", "runtime.sync_every=8"])
+    assert (cfg.runtime.ray.address, cfg.runtime.ray.workers, cfg.runtime.sync_every) == ("local", 4, 8)
+    assert load_experiment(None, [f"runtime.ray={json.dumps(cfg.to_dict()['runtime']['ray'])}"]).runtime.ray \
+        == cfg.runtime.ray
+    assert load_experiment(None).runtime.ray is None
     code = "import train_qmix, learners.distributed, sys; print('ray' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], cwd=Path(train_qmix.__file__).parent, capture_output=True,
                           text=True, timeout=300)

@@ -127,7 +127,7 @@ def test_sandboxed_programs_import_the_standard_library_only(module):
     assert imported and imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
 
 
-PRODUCT = ("topo_env", "learners", "agents_llm", "train_qmix.py", "robustness.py")
+PRODUCT = ("topo_env", "agents_llm", "controllers", "learners", "studies", "train_qmix.py")
 
 
 def imported_modules(path: Path) -> set[str]:

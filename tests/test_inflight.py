@@ -1,4 +1,4 @@
-"""Episodes in flight (``train.episodes_in_flight``, learners/inflight.py): K = 1 is the
+"""Episodes in flight (``runtime.episodes_in_flight``, learners/inflight.py): K = 1 is the
 sequential run bit for bit, the order in which episodes complete changes nothing the learner
 sees, every stored episode carries its policy version, the token budget stops exactly, and an
 evaluation with K > 1 gives the sequential evaluation's episodes."""
@@ -33,9 +33,9 @@ from topo_env.engine.seeding import EXPLORATION_STREAM, REPLAY_STREAM, episode_r
 torch.set_num_threads(1)
 
 EPISODES = 24
-SMALL = {"train.eval_episodes": 12, "train.references": False, "train.warmup_episodes": 8, "learner.batch_size": 8,
-         "train.checkpoint_every": 100, "train.log_every": 8, "learner.hidden_dim": 32,
-         "learner.eps_anneal_episodes": EPISODES, "learner.lr_anneal_episodes": EPISODES, "learner.device": "cpu"}
+SMALL = {"train.eval_episodes": 12, "train.references": False, "train.warmup_episodes": 8, "qmix.batch_size": 8,
+         "train.checkpoint_every": 100, "train.log_every": 8, "qmix.hidden_dim": 32,
+         "exploration.eps_anneal_episodes": EPISODES, "qmix.lr_anneal_episodes": EPISODES, "runtime.device": "cpu"}
 
 
 def train(out, *extra: str, **settings) -> int:
@@ -51,8 +51,8 @@ def delayed_backends(monkeypatch, seed: int) -> list:
 
 
 def test_episodes_in_flight_is_validated():
-    with pytest.raises(ConfigError, match="train.episodes_in_flight"):
-        load_experiment(None, ["train.episodes_in_flight=0"])
+    with pytest.raises(ConfigError, match="runtime.episodes_in_flight"):
+        load_experiment(None, ["runtime.episodes_in_flight=0"])
 
 
 def test_k1_is_the_sequential_loop_bit_for_bit(tmp_path):
@@ -66,21 +66,22 @@ def test_k1_is_the_sequential_loop_bit_for_bit(tmp_path):
     np.random.seed(seed)
     torch.manual_seed(seed)
     env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="train"))
-    learner = QMIXLearner(env.obs_builder.dim, env.obs_builder.state_dim, cfg.env.n_agents, N_ACTIONS, cfg.learner,
+    learner = QMIXLearner(env.obs_builder.dim, env.obs_builder.state_dim, cfg.env.n_agents, N_ACTIONS, cfg.qmix,
                           torch.device("cpu"))
-    buffer = EpisodeReplayBuffer(cfg.learner.buffer_size, cfg.env.rounds, cfg.env.n_agents, env.obs_builder.dim,
+    buffer = EpisodeReplayBuffer(cfg.qmix.buffer_size, cfg.env.rounds, cfg.env.n_agents, env.obs_builder.dim,
                                  env.obs_builder.state_dim, N_ACTIONS)
     runner = EpisodeRunner(env, learner.agent, torch.device("cpu"))
     for episode in range(EPISODES):
         learner.set_lr(lr_at(episode, cfg))
         record, _ = runner.run(epsilon_at(episode, cfg), episode_rng(seed, EXPLORATION_STREAM, episode),
                                seed=training_env_seed(seed, episode), policy_version=episode,
-                               team_explore=cfg.learner.team_explore, deviation_explore=cfg.learner.deviation_explore,
-                               deviation_rank_decay=cfg.learner.deviation_rank_decay,
-                               topology_explore=cfg.learner.topology_explore)
+                               team_explore=cfg.exploration.team_explore,
+                               deviation_explore=cfg.exploration.deviation_explore,
+                               deviation_rank_decay=cfg.exploration.deviation_rank_decay,
+                               topology_explore=cfg.exploration.topology_explore)
         buffer.add(record)
-        if len(buffer) >= max(cfg.train.warmup_episodes, cfg.learner.batch_size):
-            learner.update(buffer.sample(cfg.learner.batch_size, episode_rng(seed, REPLAY_STREAM, episode)))
+        if len(buffer) >= max(cfg.train.warmup_episodes, cfg.qmix.batch_size):
+            learner.update(buffer.sample(cfg.qmix.batch_size, episode_rng(seed, REPLAY_STREAM, episode)))
     want = {"episode": EPISODES, "learner": learner.state_dict(), "buffer": buffer.state_dict()}
     assert_same_learner_and_replay(got, want)
     assert got["buffer"]["policy_version"].tolist() == list(range(EPISODES))  # K = 1: episode j after j updates' episodes
@@ -94,7 +95,7 @@ def test_completion_order_does_not_change_what_the_learner_sees(tmp_path, monkey
     for run, delay_seed in enumerate((1, 2)):
         with monkeypatch.context() as m:
             finished = delayed_backends(m, delay_seed)
-            assert train(tmp_path / f"run{run}", **{"train.episodes_in_flight": 4}) == 0
+            assert train(tmp_path / f"run{run}", **{"runtime.episodes_in_flight": 4}) == 0
         orders.append(finished[:EPISODES])  # the training episodes, in completion order
         results.append(json.loads((tmp_path / f"run{run}" / "results.json").read_text())["eval"])
     assert orders[0] != orders[1] and sorted(orders[0]) == sorted(orders[1])
@@ -116,7 +117,7 @@ def test_token_budget_stops_after_the_episodes_in_flight(tmp_path, monkeypatch, 
 
     monkeypatch.setattr(EpisodeRunner, "arun", arun)
     budget = 60000
-    assert train(tmp_path / "budget", **{"train.episodes_in_flight": 4, "train.token_budget": budget}) == 130
+    assert train(tmp_path / "budget", **{"runtime.episodes_in_flight": 4, "train.token_budget": budget}) == 130
     ck = read_checkpoint(tmp_path / "budget")
     spent = np.cumsum([tokens[j] for j in range(len(tokens))])
     reached = int(np.argmax(spent >= budget)) + 1  # episodes committed when the budget was reached

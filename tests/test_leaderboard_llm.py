@@ -11,28 +11,21 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import yaml
 
-from agents_llm.local_server import MODEL_ALIAS, LocalLlamaServer
+from agents_llm.local_server import MODEL_ALIAS
 from controllers.registry import ALL_NAMES, LEARNED
 from studies.leaderboard import main as leaderboard_main
 
 
-@pytest.fixture(scope="module")
-def server():
-    with LocalLlamaServer(n_ctx=2048, n_threads=2) as srv:
-        yield srv
-
-
-def test_every_controller_plays_an_episode_on_the_real_model(server, tmp_path, capsys):
+def test_every_controller_plays_an_episode_on_the_real_model(smollm2_server, tmp_path, capsys):
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("\n".join(json.dumps({"id": f"r{i}", "domain": "reasoning", "prompt": f"Which is largest? ({i})",
                                            "choices": ["1", "7", "3", "2"], "reference": "B"}) for i in range(3)))
     config = tmp_path / "llm.yaml"
     config.write_text(yaml.safe_dump({"env": {
         "domain": "reasoning", "rounds": 2, "embed_dim": 128,
-        "backend": {"kind": "llm", "model": MODEL_ALIAS, "base_url": server.base_url, "dataset": str(tasks),
+        "backend": {"kind": "llm", "model": MODEL_ALIAS, "base_url": smollm2_server.base_url, "dataset": str(tasks),
                     "train_size": 1, "max_tokens": 24, "temperature": 0.7, "timeout_s": 120,
                     "cache_path": str(tmp_path / "cache.sqlite")}}}))
     out = tmp_path / "board"

@@ -1,4 +1,4 @@
-"""``learner.compile: true``: the torch.compile'd update learns what the eager update learns
+"""``runtime.compile: true``: the torch.compile'd update learns what the eager update learns
 (up to rounding), follows target syncs, and traces once however the graphs in a batch change."""
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import torch._dynamo
 import torch._inductor.config
 from torch._dynamo.utils import counters
 
-from learners.config import LearnerConfig
+from learners.config import QMIXConfig
 from learners.learner import QMIXLearner
 from topo_env.frontends.comm_actions import N_ACTIONS
 
 torch.set_num_threads(1)
 
 N, T, D, S, B = 3, 3, 6, 5, 4
-CFG = dict(hidden_dim=16, mixer_embed_dim=8, hypernet_dim=8, batch_size=B, device="cpu", target_update_interval=2)
+CFG = dict(hidden_dim=16, mixer_embed_dim=8, hypernet_dim=8, batch_size=B, target_update_interval=2)
 
 
 def random_batch(rng: np.random.Generator) -> dict:
@@ -39,7 +39,7 @@ def random_batch(rng: np.random.Generator) -> dict:
 
 def learner(compile_: bool, **overrides) -> QMIXLearner:
     torch.manual_seed(0)
-    return QMIXLearner(D, S, N, N_ACTIONS, LearnerConfig(**{**CFG, **overrides}, compile=compile_), torch.device("cpu"))
+    return QMIXLearner(D, S, N, N_ACTIONS, QMIXConfig(**{**CFG, **overrides}), torch.device("cpu"), compile=compile_)
 
 
 def test_compiled_updates_follow_eager_updates_through_target_syncs():

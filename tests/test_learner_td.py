@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from learners.agent_network import AgentQNetwork
-from learners.config import LearnerConfig
+from learners.config import QMIXConfig
 from learners.learner import QMIXLearner, masked_argmax, td_targets
 from learners.runner import EpisodeRunner, select_actions
 from topo_env.frontends.comm_actions import N_ACTIONS
@@ -21,13 +21,14 @@ torch.set_num_threads(1)
 
 N, T, D, S, A = 3, 2, 5, 4, N_ACTIONS
 GAMMA = 0.9
-SMALL = dict(hidden_dim=8, mixer_embed_dim=8, hypernet_dim=8, gamma=GAMMA, batch_size=2, device="cpu")
+SMALL = dict(hidden_dim=8, mixer_embed_dim=8, hypernet_dim=8, gamma=GAMMA, batch_size=2)
 
 
-def make_learner(seed: int = 0, perturb_targets: bool = True, **overrides) -> QMIXLearner:
+def make_learner(seed: int = 0, perturb_targets: bool = True, return_targets: bool = False,
+                 **overrides) -> QMIXLearner:
     torch.manual_seed(seed)
-    cfg = LearnerConfig(**{**SMALL, **overrides})
-    learner = QMIXLearner(D, S, N, A, cfg, torch.device("cpu"))
+    cfg = QMIXConfig(**{**SMALL, **overrides})
+    learner = QMIXLearner(D, S, N, A, cfg, torch.device("cpu"), return_targets=return_targets)
     if perturb_targets:  # targets != online, so that double Q and plain Q bootstrap differently
         with torch.no_grad():
             for p in list(learner.target_agent.parameters()) + list(learner.target_mixer.parameters()):
@@ -215,10 +216,10 @@ def test_learner_targets_with_td_lambda_on_three_rounds(lam):
 
 
 @pytest.mark.parametrize("mixer", ["qmix", "none"])
-def test_replica_targets_are_the_stored_return_targets(mixer):
-    """With replicas > 0 the targets are the batch's ``return_target`` (B, T), broadcast over
+def test_noise_sample_targets_are_the_stored_return_targets(mixer):
+    """With noise samples (return_targets) the targets are the batch's ``return_target`` (B, T), broadcast over
     agents for independent learners (B, T, 1), whatever the rewards and bootstrap values say."""
-    learner = make_learner(replicas=4, mixer=mixer)
+    learner = make_learner(return_targets=True, mixer=mixer)
     batch = episode_batch(rewards=(0.0, 1.5), b=2)
     batch["return_target"] = np.array([[0.25, -1.0], [2.0, 0.5]], np.float32)
     y = learner.targets(learner.batch_to_tensors(batch))
@@ -413,7 +414,7 @@ def test_hard_target_sync_every_k_updates():
 
 
 def test_mixer_warmup_holds_the_agent_network_still_for_its_updates():
-    """learner.mixer_warmup = 2: the first two updates move the mixer only (the agent network keeps
+    """qmix.mixer_warmup = 2: the first two updates move the mixer only (the agent network keeps
     a teacher's weights while a fresh mixer learns its targets); the third moves both."""
     learner = make_learner(mixer_warmup=2, lr=1e-2)
     batch = episode_batch(rewards=(0.0, 1.0), b=2, seed=4)
@@ -499,7 +500,7 @@ def test_load_networks_copies_networks_into_online_and_targets():
 def test_networks_and_batches_live_on_the_learner_device():
     """Every network, and every batch tensor, is put on the device given (here the shapeless
     'meta' device, which CPU-only machines have too)."""
-    cfg = LearnerConfig(**SMALL)
+    cfg = QMIXConfig(**SMALL)
     meta = torch.device("meta")
     learner = QMIXLearner(D, S, N, A, cfg, meta)
     for net in (learner.agent, learner.mixer, learner.target_agent, learner.target_mixer):
@@ -719,7 +720,7 @@ def test_vdn_and_independent_losses(td_lambda):
     torch.manual_seed(0)
     batch = _batch()
     for mixer in ("vdn", "none"):
-        learner = QMIXLearner(10, 20, 3, 6, LearnerConfig(mixer=mixer, td_lambda=td_lambda, hidden_dim=16),
+        learner = QMIXLearner(10, 20, 3, 6, QMIXConfig(mixer=mixer, td_lambda=td_lambda, hidden_dim=16),
                               torch.device("cpu"))
         b = learner.batch_to_tensors(batch)
         loss, q_tot, y, chosen = learner.loss_terms(b)

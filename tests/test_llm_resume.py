@@ -29,8 +29,8 @@ def train(out, server, data, cache, *extra):
         "--set", "env.backend.kind=llm", "--set", "env.domain=reasoning", "--set", f"env.backend.dataset={data}",
         "--set", "env.backend.model=m", "--set", f"env.backend.base_url={server.base_url}",
         "--set", f"env.backend.cache_path={cache}", "--set", "env.backend.backoff_s=0.01",
-        "--set", "env.backend.train_size=3", "--set", "learner.hidden_dim=16",
-        "--set", "learner.batch_size=2", "--set", "train.warmup_episodes=2", "--set", "train.eval_episodes=1",
+        "--set", "env.backend.train_size=3", "--set", "qmix.hidden_dim=16",
+        "--set", "qmix.batch_size=2", "--set", "train.warmup_episodes=2", "--set", "train.eval_episodes=1",
         "--set", "train.references=false", "--set", "train.checkpoint_every=100", "--set", "train.log_every=4",
         *extra,
     ])

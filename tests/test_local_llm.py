@@ -13,13 +13,13 @@ import pytest
 import yaml
 
 import topo_env
-from agents_llm.local_server import MODEL_ALIAS, LocalLlamaServer
+from agents_llm.local_server import MODEL_ALIAS
 
 
-@pytest.fixture(scope="module")
-def server():
-    with LocalLlamaServer(n_ctx=2048, n_threads=2) as srv:
-        yield srv
+@pytest.fixture()
+def server(smollm2_server):
+    """The session's SmolLM2 server (tests/conftest.py)."""
+    return smollm2_server
 
 
 def write_tasks(path, domain):
@@ -95,13 +95,13 @@ def test_pretrained_on_the_simulated_team_continues_on_the_real_model(server, tm
 
     import train_qmix
 
-    small = ["--no-progress", "--no-pictures", "--set", "learner.hidden_dim=16", "--set", "learner.batch_size=2",
+    small = ["--no-progress", "--no-pictures", "--set", "qmix.hidden_dim=16", "--set", "qmix.batch_size=2",
              "--set", "train.warmup_episodes=2", "--set", "train.log_every=1"]
     pretrained = tmp_path / "sim"
     assert train_qmix.main(["--out", str(pretrained), "--episodes", "30", "--set", "train.eval_episodes=10",
-                            "--set", "train.references=false", "--set", "learner.teacher_episodes=0",
+                            "--set", "train.references=false", "--set", "sim_scale.teacher_episodes=0",
                             "--set", "train.validate_every=0", "--set", "train.curve_every=0",
-                            "--set", "learner.episodes_per_update=1", *small]) == 0
+                            "--set", "qmix.episodes_per_update=1", *small]) == 0
     real = tmp_path / "real"
     assert train_qmix.main(["--config", "configs/local_llm.yaml", "--out", str(real), "--episodes", "2",
                             "--init-from", str(pretrained), "--set", f"env.backend.base_url={server.base_url}",
@@ -125,11 +125,11 @@ def test_sim2real_runs_end_to_end_on_the_real_model(server, tmp_path):
     import train_qmix
 
     out = tmp_path / "s2r"
-    small = ["--sim-set", "learner.teacher_episodes=0", "--sim-set", "train.validate_every=0",
+    small = ["--sim-set", "sim_scale.teacher_episodes=0", "--sim-set", "train.validate_every=0",
              "--sim-set", "train.curve_every=0", "--sim-set", "train.eval_episodes=50",
-             "--sim-set", "train.references=false", "--sim-set", "learner.hidden_dim=16",
-             "--sim-set", "train.sim_batch=32", "--sim-set", "learner.batch_size=16",
-             "--sim-set", "learner.episodes_per_update=8"]
+             "--sim-set", "train.references=false", "--sim-set", "qmix.hidden_dim=16",
+             "--sim-set", "sim_scale.batch=32", "--sim-set", "qmix.batch_size=16",
+             "--sim-set", "qmix.episodes_per_update=8"]
     assert train_qmix.main(["--config", "configs/local_llm.yaml", "--sim2real", "--real-calls", "56", "--out", str(out),
                             "--episodes", "64", "--no-progress", "--set", f"env.backend.base_url={server.base_url}",
                             "--set", f"env.backend.cache_path={tmp_path / 'cache.sqlite'}",

@@ -317,9 +317,10 @@ def test_non_interactive_run_proceeds_without_yes(tmp_path):
 def test_end_to_end_with_the_local_smollm2(tmp_path, capsys):
     data = write_reasoning(tmp_path / "tasks.jsonl")
     out, cache = tmp_path / "traces.jsonl", tmp_path / "cache.sqlite"
+    # --threads 1: why, in conftest.py's smollm2_server
     rc, stdout, stderr = run_probe(capsys, "--dataset", str(data), "--tasks", "1", "--samples", "1",
                                    "--confidences", "0.9", "--out", str(out), "--local", "--port", str(free_port()),
-                                   "--max-tokens", "12", "--timeout", "300", "--concurrency", "2",
+                                   "--max-tokens", "12", "--timeout", "300", "--concurrency", "2", "--threads", "1",
                                    "--cache", str(cache))
     assert rc == 0, stderr
     counts, total = printed_counts(stdout)

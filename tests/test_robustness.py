@@ -1,5 +1,5 @@
 """Injected adversaries: random placement per episode (reproducible, never observed, the same
-in the env, the batch simulator and the LLM team) and robustness.py's robustness study."""
+in the env, the batch simulator and the LLM team) and the robustness study (studies/robustness.py)."""
 from __future__ import annotations
 
 import json
@@ -245,7 +245,7 @@ def test_llm_team_gives_the_adversarial_prompt_to_the_drawn_agent_only(tmp_path)
         assert len(drawn) > 1
 
 
-# -- robustness.py ---------------------------------------------------------------------------------
+# -- studies/robustness.py -------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -321,7 +321,7 @@ def test_robustness_with_episodes_in_flight_gives_the_same_figures(tmp_path):
     for k in (1, 3):
         out = tmp_path / f"k{k}"
         assert robustness.main(["--adversary-position", "random", "--episodes", "10", "--policies", "full,solo",
-                                "--set", f"train.episodes_in_flight={k}", "--set", "train.sim_batch=0",
+                                "--set", f"runtime.episodes_in_flight={k}", "--set", "sim_scale.batch=0",
                                 "--no-progress", "--no-plots",
                                 "--out", str(out)]) == 0
         results.append(json.loads((out / "robustness.json").read_text()))

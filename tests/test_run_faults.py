@@ -57,7 +57,7 @@ def test_llm_server_going_down_mid_run_keeps_the_completed_episodes(tmp_path, ca
 
 def sim_run(out, *extra):
     return train_qmix.main(["--config", ONE_EPISODE_CONFIG, "--no-progress", "--no-pictures", "--out", str(out),
-                            "--episodes", "12", "--set", "learner.hidden_dim=16", "--set", "learner.batch_size=4",
+                            "--episodes", "12", "--set", "qmix.hidden_dim=16", "--set", "qmix.batch_size=4",
                             "--set", "train.warmup_episodes=4", "--set", "train.eval_episodes=5",
                             "--set", "train.references=false", "--set", "train.checkpoint_every=4",
                             "--set", "train.log_every=4", *extra])
@@ -75,7 +75,7 @@ def test_a_full_disk_at_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch)
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_save(obj, path, *args, **kwargs)
 
-    monkeypatch.setattr(train_qmix.torch, "save", save)
+    monkeypatch.setattr(torch, "save", save)  # train_qmix.py's checkpoints (learners/training_run.py)
     with pytest.raises(RunError, match=r"No space left on device\); the previous checkpoint .* is intact"):
         sim_run(tmp_path / "full")
     monkeypatch.undo()

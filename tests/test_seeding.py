@@ -11,13 +11,14 @@ from run_checks import ONE_EPISODE_CONFIG
 def seeds_of_a_run(tmp_path_factory) -> dict[str, list]:
     """What a tiny train_qmix.py run with seed 7 plays (3 training episodes, 2 validation episodes
     after each, 1 held-out episode per policy): ``training``, the env seeds its training episodes
-    reset to; ``evaluations``, ``(seed, episodes, split)`` of every evaluate() call (episode k of a
-    call plays env seed ``seed + k``)."""
+    reset to; ``evaluations``, ``(seed, episodes, split)`` of every evaluate() call of training's
+    validation and learning curve (episode k of a call plays env seed ``seed + k``)."""
     import train_qmix
+    from learners import training
     from topo_env.frontends.parallel_env import TopologyParallelEnv
 
     played = {"training": [], "evaluations": []}
-    reset, evaluate = TopologyParallelEnv.reset, train_qmix.evaluate
+    reset, evaluate = TopologyParallelEnv.reset, training.evaluate_policy
 
     def recording_reset(env, seed=None, options=None):
         if (options or {}).get("split", env.config.split) == "train" and seed < seeding.VALIDATION_SEED_OFFSET:
@@ -30,12 +31,12 @@ def seeds_of_a_run(tmp_path_factory) -> dict[str, list]:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(TopologyParallelEnv, "reset", recording_reset)
-        patch.setattr(train_qmix, "evaluate", recording_evaluate)
+        patch.setattr(training, "evaluate_policy", recording_evaluate)
         assert train_qmix.main([  # the one-episode loop: its episodes go through TopologyParallelEnv.reset
             "--config", ONE_EPISODE_CONFIG, "--episodes", "3", "--seed", "7", "--no-progress", "--no-pictures", "--out",
             str(tmp_path_factory.mktemp("run")), "--set", "train.validate_every=1", "--set", "train.validate_episodes=2",
             "--set", "train.eval_episodes=1", "--set", "train.references=false", "--set", "train.warmup_episodes=8",
-            "--set", "learner.hidden_dim=8",
+            "--set", "qmix.hidden_dim=8",
         ]) == 0
     return played
 
@@ -43,10 +44,12 @@ def seeds_of_a_run(tmp_path_factory) -> dict[str, list]:
 def test_a_run_draws_its_episodes_from_the_documented_streams(seeds_of_a_run):
     """Training episode e: env seed ``training_env_seed(7, e)``; validation: episodes ``7 +
     VALIDATION_SEED_OFFSET + k`` of the train split, the same at every check; held-out episodes:
-    ``7 + EVAL_SEED_OFFSET + k`` of the eval split."""
+    ``held_out_seed(7) + k`` = ``EVAL_SEED_OFFSET + 7 * EVAL_SEED_STRIDE + k`` of the eval split."""
     assert seeds_of_a_run["training"] == [seeding.training_env_seed(7, e) for e in range(3)]
     evaluations = set(seeds_of_a_run["evaluations"])
-    assert evaluations == {(7 + seeding.VALIDATION_SEED_OFFSET, 2, "train"), (7 + seeding.EVAL_SEED_OFFSET, 1, "eval")}
+    held_out = seeding.EVAL_SEED_OFFSET + 7 * seeding.EVAL_SEED_STRIDE
+    assert seeding.held_out_seed(7) == held_out
+    assert evaluations == {(7 + seeding.VALIDATION_SEED_OFFSET, 2, "train"), (held_out, 1, "eval")}
     assert seeds_of_a_run["evaluations"].count((7 + seeding.VALIDATION_SEED_OFFSET, 2, "train")) >= 3
 
 

@@ -20,16 +20,16 @@ from experiments.fit_recovery import perturb
 from topo_env.fitting.fit import write_profile
 
 BUDGET = 1500
-SMALL = ["--sim-set", "learner.teacher_episodes=0", "--sim-set", "train.validate_every=0",
+SMALL = ["--sim-set", "sim_scale.teacher_episodes=0", "--sim-set", "train.validate_every=0",
          "--sim-set", "train.curve_every=0", "--sim-set", "train.eval_episodes=50", "--sim-set", "train.references=false",
-         "--sim-set", "learner.hidden_dim=16", "--sim-set", "train.sim_batch=32", "--sim-set", "learner.batch_size=16",
-         "--sim-set", "learner.episodes_per_update=8"]
+         "--sim-set", "qmix.hidden_dim=16", "--sim-set", "sim_scale.batch=32", "--sim-set", "qmix.batch_size=16",
+         "--sim-set", "qmix.episodes_per_update=8"]
 
 
 @pytest.fixture(scope="module")
 def route(tmp_path_factory):
     """One sim-to-real run on the perturbed team; returns (out dir, real profile path, the fit's inputs,
-    the training runs' argv)."""
+    the training runs' configs and output folders, as JSON text)."""
     tmp = tmp_path_factory.mktemp("s2r")
     _, truth = perturb("mmlu_pro", 100)
     real = tmp / "real.yaml"
@@ -38,19 +38,19 @@ def route(tmp_path_factory):
     config.write_text(yaml.safe_dump({"env": {"profile": str(real), "embed_dim": 64},
                                       "train": {"eval_episodes": 300, "references": False}}))
     fitted_from, trained = [], []
-    fit, train = sim2real.fit_traces, train_qmix.main
+    fit, train, train_run = sim2real.fit_traces, train_qmix.main, sim2real.train_and_evaluate
 
     def spying_fit(traces, base, **kwargs):
         fitted_from.append((traces, base, kwargs["config"].backend.profile))
         return fit(traces, base, **kwargs)
 
-    def spying_train(argv):
-        trained.append(list(argv))
-        return train(argv)
+    def spying_train(cfg, out_dir, options):
+        trained.append(json.dumps({"config": cfg.to_dict(), "out": str(out_dir), "options": repr(options)}, default=str))
+        return train_run(cfg, out_dir, options)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sim2real, "fit_traces", spying_fit)
-        patch.setattr(train_qmix, "main", spying_train)
+        patch.setattr(sim2real, "train_and_evaluate", spying_train)
         out = tmp / "run"
         assert train(["--config", str(config), "--sim2real", "--real-calls", str(BUDGET), "--out", str(out),
                       "--episodes", "64", "--no-progress", *SMALL]) == 0
@@ -71,7 +71,7 @@ def test_it_fits_and_trains_on_traces_never_on_the_real_teams_parameters(route):
     before the scoring is handed the real team's profile file."""
     out, real, fitted_from, trained = route
     assert fitted_from == [(out / "traces.jsonl", "mmlu_pro", "mmlu_pro")]
-    assert len(trained) == 1 and str(real) not in " ".join(trained[0])
+    assert len(trained) == 1 and str(real) not in trained[0]
     sim_run = json.loads((out / "sim_run" / "config.json").read_text())["env"]
     assert sim_run["backend"]["profile"] == str(out / "fitted.yaml") and sim_run["backend"]["kind"] == "sim"
     fitted, true = yaml.safe_load((out / "fitted.yaml").read_text()), yaml.safe_load(real.read_text())

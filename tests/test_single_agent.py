@@ -24,7 +24,7 @@ def team_config(tmp_path, server, **backend):
         "env": {"domain": "math", "backend": {"kind": "llm", "model": "m", "base_url": server.base_url,
                                               "dataset": "small_math", "train_size": 600, "backoff_s": 0.01,
                                               "cache_path": str(tmp_path / "cache.sqlite"), **backend}},
-        "train": {"episodes_in_flight": 3}}))
+        "runtime": {"episodes_in_flight": 3}}))
     return str(path)
 
 

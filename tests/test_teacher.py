@@ -106,10 +106,10 @@ def test_distillation_teaches_the_teachers_choices(small_search):
 def test_train_qmix_distils_the_teacher_first(small_search, tmp_path):
     out = tmp_path / "run"
     assert train_qmix.main(["--out", str(out), "--episodes", "64", "--no-progress", "--no-pictures",
-                            "--set", "learner.teacher_episodes=512", "--set", "learner.teacher_epochs=2",
-                            "--set", "env.embed_dim=32", "--set", "learner.hidden_dim=16",
-                            "--set", "train.sim_batch=32", "--set", "learner.replicas=2",
-                            "--set", "learner.batch_size=16", "--set", "learner.episodes_per_update=8",
+                            "--set", "sim_scale.teacher_episodes=512", "--set", "sim_scale.teacher_epochs=2",
+                            "--set", "env.embed_dim=32", "--set", "qmix.hidden_dim=16",
+                            "--set", "sim_scale.batch=32", "--set", "sim_scale.noise_samples=2",
+                            "--set", "qmix.batch_size=16", "--set", "qmix.episodes_per_update=8",
                             "--set", "train.validate_every=32", "--set", "train.validate_episodes=50",
                             "--set", "train.eval_episodes=100", "--set", "train.curve_every=0",
                             "--set", "train.references=false"]) == 0
@@ -118,4 +118,4 @@ def test_train_qmix_distils_the_teacher_first(small_search, tmp_path):
     assert teacher["demonstrations"] == 512 and len(teacher["losses"]) == 2 and not teacher["search_cached"]
     assert teacher["search_episodes"] == sum(SMALL_SEARCH.values())
     assert [h["episode"] for h in result["validation"]["history"]] == [0, 32, 64]  # the student is a candidate
-    assert result["train"]["simulator_episodes"] == 512 + 900 + 64 * 2 * 2  # demonstrations, search, replicas
+    assert result["train"]["simulator_episodes"] == 512 + 900 + 64 * 2 * 2  # demonstrations, search, noise samples

@@ -1,5 +1,5 @@
-"""train_qmix.py at simulator scale (``train.sim_batch``): a batch of one is the one-episode loop,
-a batched run resumes exactly, the simulator-only options (replicas, privileged mixer state) run
+"""train_qmix.py at simulator scale (``sim_scale.batch``): a batch of one is the one-episode loop,
+a batched run resumes exactly, the simulator-only options (noise samples, privileged mixer state) run
 end to end, and the settings that cannot go together are one-line config errors."""
 from __future__ import annotations
 
@@ -13,16 +13,17 @@ import torch
 import train_qmix
 from run_checks import read_checkpoint
 from learners.config import load_experiment
+from topo_env.engine.backend_registry import BATCH_SIMULATOR, backend_offers
 from topo_env.engine.config_checks import ConfigError
 
 torch.set_num_threads(1)
 
 SMALL = ["--set", "train.eval_episodes=50", "--set", "train.references=false", "--set", "train.warmup_episodes=8",
-         "--set", "learner.batch_size=8", "--set", "train.checkpoint_every=8", "--set", "train.log_every=4",
-         "--set", "learner.hidden_dim=16", "--set", "learner.eps_anneal_episodes=24", "--set", "learner.lr_anneal_episodes=24", "--set", "env.embed_dim=32",
-         "--set", "learner.teacher_episodes=0", "--set", "train.validate_every=0", "--set", "train.curve_every=0",
-         "--set", "learner.episodes_per_update=1", "--set", "learner.replicas=0", "--set", "learner.privileged_state=false",
-         "--set", "learner.mixer_warmup=0",
+         "--set", "qmix.batch_size=8", "--set", "train.checkpoint_every=8", "--set", "train.log_every=4",
+         "--set", "qmix.hidden_dim=16", "--set", "exploration.eps_anneal_episodes=24", "--set", "qmix.lr_anneal_episodes=24", "--set", "env.embed_dim=32",
+         "--set", "sim_scale.teacher_episodes=0", "--set", "train.validate_every=0", "--set", "train.curve_every=0",
+         "--set", "qmix.episodes_per_update=1", "--set", "sim_scale.noise_samples=0", "--set", "sim_scale.privileged_state=false",
+         "--set", "qmix.mixer_warmup=0",
          "--no-progress", "--no-pictures"]
 
 
@@ -44,17 +45,17 @@ def assert_same_run(a: Path, b: Path) -> None:
     assert ra["eval"] == rb["eval"]
 
 
-@pytest.mark.parametrize("shares", [[], ["--set", "learner.team_explore=0.5", "--set", "learner.deviation_explore=0.3",
-                                         "--set", "learner.episodes_per_update=3", "--set", "learner.updates_per_episode=2"]],
+@pytest.mark.parametrize("shares", [[], ["--set", "exploration.team_explore=0.5", "--set", "exploration.deviation_explore=0.3",
+                                         "--set", "qmix.episodes_per_update=3", "--set", "qmix.updates_per_episode=2"]],
                          ids=["independent", "shares"])
 def test_a_batch_of_one_is_the_one_episode_loop(tmp_path, shares):
-    assert train(tmp_path / "loop", "--episodes", "24", "--set", "train.sim_batch=0", *shares) == 0
-    assert train(tmp_path / "batch1", "--episodes", "24", "--set", "train.sim_batch=1", *shares) == 0
+    assert train(tmp_path / "loop", "--episodes", "24", "--set", "sim_scale.batch=0", *shares) == 0
+    assert train(tmp_path / "batch1", "--episodes", "24", "--set", "sim_scale.batch=1", *shares) == 0
     assert_same_run(tmp_path / "loop", tmp_path / "batch1")
 
 
 def test_a_batched_run_resumes_exactly(tmp_path):
-    batched = ["--set", "train.sim_batch=8", "--set", "learner.replicas=2", "--set", "learner.privileged_state=true"]
+    batched = ["--set", "sim_scale.batch=8", "--set", "sim_scale.noise_samples=2", "--set", "sim_scale.privileged_state=true"]
     assert train(tmp_path / "straight", "--episodes", "32", *batched) == 0
     assert train(tmp_path / "halves", "--episodes", "16", *batched) == 0
     assert read_checkpoint(tmp_path / "halves")["episode"] == 16
@@ -71,26 +72,26 @@ def test_a_batched_run_resumes_exactly(tmp_path):
 def test_init_from_a_privileged_run_takes_its_agent_network_only(tmp_path, capsys):
     """The agent network reads observations only, so it carries over; the mixer read the
     simulator's privileged state, so a run without it starts its mixer afresh and says so."""
-    assert train(tmp_path / "rich", "--episodes", "16", "--set", "train.sim_batch=8",
-                 "--set", "learner.privileged_state=true") == 0
-    assert train(tmp_path / "plain", "--episodes", "8", "--set", "train.sim_batch=8", "--set", "train.warmup_episodes=64",
+    assert train(tmp_path / "rich", "--episodes", "16", "--set", "sim_scale.batch=8",
+                 "--set", "sim_scale.privileged_state=true") == 0
+    assert train(tmp_path / "plain", "--episodes", "8", "--set", "sim_scale.batch=8", "--set", "train.warmup_episodes=64",
                  "--init-from", str(tmp_path / "rich")) == 0  # no update: the loaded network is what it plays
-    assert "its agent network; the mixer starts afresh (learner.privileged_state is True there and False here)" \
+    assert "its agent network; the mixer starts afresh (sim_scale.privileged_state is True there and False here)" \
         in capsys.readouterr().err
     rich, plain = read_checkpoint(tmp_path / "rich")["learner"], read_checkpoint(tmp_path / "plain")["learner"]
     assert plain["updates"] == 0
     for name, tensor in rich["agent"].items():
         assert torch.equal(tensor, plain["agent"][name]), name
     with pytest.raises(ConfigError, match="env.embed_dim is 32 there and 16 here"):
-        train(tmp_path / "other", "--episodes", "8", "--set", "train.sim_batch=8", "--set", "env.embed_dim=16",
+        train(tmp_path / "other", "--episodes", "8", "--set", "sim_scale.batch=8", "--set", "env.embed_dim=16",
               "--init-from", str(tmp_path / "rich"))
 
 
 @pytest.mark.parametrize("sets, message", [
-    (["train.sim_batch=64", "train.episodes_in_flight=4"], "train.episodes_in_flight=4 with train.sim_batch=64"),
-    (["train.sim_batch=-1"], "train.sim_batch=-1: must be an integer >= 0"),
-    (["learner.replicas=-2"], "learner.replicas=-2: must be an integer >= 0"),
-    (["learner.teacher_episodes=10", "train.episodes=6000000"], "would replay the teacher's"),
+    (["sim_scale.batch=64", "runtime.episodes_in_flight=4"], "runtime.episodes_in_flight=4 with sim_scale.batch=64"),
+    (["sim_scale.batch=-1"], "sim_scale.batch=-1: must be an integer >= 0"),
+    (["sim_scale.noise_samples=-2"], "sim_scale.noise_samples=-2: must be an integer >= 0"),
+    (["sim_scale.teacher_episodes=10", "train.episodes=6000000"], "would replay the teacher's"),
 ])
 def test_settings_that_cannot_go_together_are_named(sets, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -98,20 +99,27 @@ def test_settings_that_cannot_go_together_are_named(sets, message):
 
 
 @pytest.mark.parametrize("sets, off", [
-    (["train.sim_batch=0", "learner.replicas=4", "learner.privileged_state=true"], ["replicas", "privileged_state"]),
-    (["train.sim_batch=64", "env.backend=llm", "env.domain=reasoning", "env.backend.model=m",
-      "env.backend.dataset=mmlu_pro_sample", "learner.teacher_episodes=100"], ["teacher_episodes"]),
-    (["train.sim_batch=64", "env.rounds=3", "learner.teacher_episodes=100", "learner.replicas=2"], ["teacher_episodes"]),
+    (["sim_scale.batch=0", "sim_scale.noise_samples=4", "sim_scale.privileged_state=true"],
+     ["noise_samples", "privileged_state"]),
+    (["sim_scale.batch=64", "env.backend=llm", "env.domain=reasoning", "env.backend.model=m",
+      "env.backend.dataset=mmlu_pro_sample", "sim_scale.teacher_episodes=100"], ["teacher_episodes"]),
+    (["sim_scale.batch=64", "env.rounds=3", "sim_scale.teacher_episodes=100", "sim_scale.noise_samples=2"],
+     ["teacher_episodes"]),
 ])
 def test_simulator_only_options_are_off_with_a_note_where_they_cannot_apply(sets, off):
     cfg, notes = load_experiment(None, sets).effective()
-    assert len(notes) == 1 and all(f"learner.{key}" in notes[0] for key in off)
-    assert not any(getattr(cfg.learner, key) for key in off)
-    if "learner.replicas=2" in sets:
-        assert cfg.learner.replicas == 2  # what can apply stays
-    assert load_experiment(None, ["train.sim_batch=64", "learner.replicas=4"]).effective()[1] == []
+    # one note names everything turned off: the aids, and a batch the batch simulator cannot play
+    # (here: an LLM team)
+    simulated = backend_offers(cfg.env.backend, BATCH_SIMULATOR)
+    assert len(notes) == 1 and all(f"sim_scale.{key}" in notes[0] for key in off)
+    assert ("sim_scale.batch," in notes[0]) == (not simulated)
+    assert cfg.sim_scale.batched == (simulated and "sim_scale.batch=64" in sets)
+    assert not any(getattr(cfg.sim_scale, key) for key in off)
+    if "sim_scale.noise_samples=2" in sets:
+        assert cfg.sim_scale.noise_samples == 2  # what can apply stays
+    assert load_experiment(None, ["sim_scale.batch=64", "sim_scale.noise_samples=4"]).effective()[1] == []
 
 
 def test_trace_out_needs_the_one_episode_loop(tmp_path):
-    with pytest.raises(ConfigError, match="--trace-out with train.sim_batch=8"):
-        train(tmp_path / "t", "--episodes", "8", "--set", "train.sim_batch=8", "--trace-out", str(tmp_path / "x.jsonl"))
+    with pytest.raises(ConfigError, match="--trace-out with sim_scale.batch=8"):
+        train(tmp_path / "t", "--episodes", "8", "--set", "sim_scale.batch=8", "--trace-out", str(tmp_path / "x.jsonl"))

@@ -16,11 +16,23 @@ YAML: ``backend: sim`` (a string means ``{kind: <string>}``) or a mapping::
       dataset: humaneval                  # or a JSONL path (schema in agents_llm.tasks)
       train_size: 15
 
+What a backend offers beyond playing episodes is a set of capabilities its config class declares
+(``capabilities: ClassVar[frozenset[str]]``), read with :func:`backend_offers`; code outside this
+registry asks for a capability, never for a kind by name:
+
+- :data:`BATCH_SIMULATOR`: the batch simulator plays this team (training at simulator scale, batched
+  greedy evaluation, the headroom references, ``SimVectorEnv``);
+- :data:`NAMED_PROFILE`: the team is a named simulated profile (``backend.profile``);
+- :data:`LLM_SERVER`: the team calls an OpenAI-compatible server that a controller may prompt too;
+  its calls are real LLM calls (the budget that is not free);
+- :data:`TASK_LIST`: the held-out tasks are a fixed list, played in order (episode k: task k).
+
 Adding a backend::
 
     @dataclass(frozen=True)
     class EchoBackendConfig:
         kind: str = "echo"
+        capabilities: ClassVar[frozenset[str]] = frozenset({TASK_LIST})   # optional
         def check(self, env): ...        # optional: cross-key checks against the env config
 
     register_backend("echo", "mypackage.echo:EchoTeam.from_config", EchoBackendConfig)
@@ -40,6 +52,22 @@ from topo_env.engine.team_backend import TeamBackend, TeamSettings
 Factory = Union[str, Callable[[TeamSettings], TeamBackend]]
 """A callable ``factory(env_config) -> TeamBackend``, or its ``"package.module:qualified.name"``
 (imported on first use)."""
+
+
+BATCH_SIMULATOR = "batch_simulator"
+NAMED_PROFILE = "named_profile"
+LLM_SERVER = "llm_server"
+TASK_LIST = "task_list"
+CAPABILITIES = frozenset({BATCH_SIMULATOR, NAMED_PROFILE, LLM_SERVER, TASK_LIST})
+"""The capabilities a backend may offer (module docstring)."""
+
+
+def backend_offers(backend: Any, capability: str) -> bool:
+    """Whether the backend config ``backend`` (an ``env.backend``) offers ``capability`` (one of
+    :data:`CAPABILITIES`), as its config class declares in ``capabilities``."""
+    if capability not in CAPABILITIES:
+        raise ValueError(f"capability={capability!r}: must be one of {sorted(CAPABILITIES)}")
+    return capability in getattr(type(backend), "capabilities", frozenset())
 
 
 class BackendUnavailable(RuntimeError):
@@ -75,8 +103,10 @@ def register_backend(kind: str, factory: Factory, config_cls: type, replace: boo
 
     ``config_cls``: a frozen dataclass whose ``kind`` field defaults to ``kind``; an optional
     ``check(env_config)`` method validates it against the rest of the env config, and an optional
-    ``domain`` attribute names the domain its team solves when ``env.domain`` is left out. A kind that is
-    already registered raises ValueError unless ``replace``."""
+    ``domain`` attribute names the domain its team solves when ``env.domain`` is left out, an optional
+    ``label`` what names the team in run folders and tables, and an optional class attribute
+    ``capabilities`` what it offers (:data:`CAPABILITIES`). A kind that is already registered
+    raises ValueError unless ``replace``."""
     if not isinstance(kind, str) or not kind.isidentifier():
         raise ValueError(f"backend kind {kind!r}: must be an identifier-like string")
     if kind in _REGISTRY and not replace:
@@ -86,6 +116,9 @@ def register_backend(kind: str, factory: Factory, config_cls: type, replace: boo
     defaults = {f.name: f.default for f in dataclasses.fields(config_cls)}
     if defaults.get("kind") != kind:
         raise ValueError(f"{config_cls.__name__} needs a field kind: str = {kind!r}")
+    unknown = set(getattr(config_cls, "capabilities", frozenset())) - CAPABILITIES
+    if unknown:
+        raise ValueError(f"{config_cls.__name__}.capabilities {sorted(unknown)}: known ones are {sorted(CAPABILITIES)}")
     if not (callable(factory) or (isinstance(factory, str) and ":" in factory)):
         raise ValueError(f"factory={factory!r}: must be a callable or 'package.module:name'")
     _REGISTRY[kind] = _Entry(factory, config_cls)
@@ -154,6 +187,7 @@ def _resolve(path: str) -> Callable:
 
 
 __all__ = [
-    "BackendFailed", "BackendUnavailable", "backend_config", "backend_kinds", "make_backend", "register_backend",
+    "BATCH_SIMULATOR", "CAPABILITIES", "LLM_SERVER", "NAMED_PROFILE", "TASK_LIST", "BackendFailed",
+    "BackendUnavailable", "backend_config", "backend_kinds", "backend_offers", "make_backend", "register_backend",
     "sibling_backend",
 ]

@@ -66,12 +66,12 @@ def positive_int(text: str) -> int:
 
 
 def parse_set(text: str, sections: Sequence[str]) -> tuple[tuple[str, ...], Any]:
-    """``"learner.lr=1e-3"`` -> (("learner", "lr"), 0.001); ``"env.backend.base_url=http://h/v1"``
+    """``"qmix.lr=1e-3"`` -> (("learner", "lr"), 0.001); ``"env.backend.base_url=http://h/v1"``
     -> (("env", "backend", "base_url"), "http://h/v1"). Keys may nest to any depth below a
     section; values are YAML 1.2 scalars or flow collections. Errors show the key, never the
     value (it may be an API key)."""
     if "=" not in text:
-        raise ConfigError(f"--set {text!r}: expected section.key=value (e.g. learner.lr=1e-3)")
+        raise ConfigError(f"--set {text!r}: expected section.key=value (e.g. qmix.lr=1e-3)")
     path, raw = text.split("=", 1)
     keys = tuple(path.split("."))
     if len(keys) < 2 or not all(keys):

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from topo_env.engine.config_checks import (
-    ConfigError, as_tuple, check_choice, check_int, check_number, is_int, load_yaml, public_dict,
+    ConfigError, as_tuple, check_choice, check_int, check_number, is_int, public_dict,
 )
 from topo_env.frontends.comm_actions import ACTION_NAMES, N_ACTIONS
 from topo_env.frontends.encoders import ENCODERS
@@ -22,8 +21,11 @@ from topo_env.engine.tasks import DOMAINS
 
 REWARD_MODES: tuple[str, ...] = ("sparse", "shaped")
 RENDER_MODES: tuple[str | None, ...] = (None, "ansi", "rgb_array", "human")
-MOVED_TO_BACKEND: tuple[str, ...] = ("llm", "dataset", "train_size")
-"""Old top-level env keys that now live in ``env.backend`` (refused with the nested form)."""
+FORMER_KEYS: tuple[tuple[str, str], ...] = (
+    ("llm", "env.backend.model (each key of it: env.backend.KEY)"), ("dataset", "env.backend.dataset"),
+    ("train_size", "env.backend.train_size"))
+"""Env keys of 0.1 (refused as unknown since 0.2) and where their values live now, with
+``backend: {kind: llm, ...}``; the unknown-key error names the place."""
 
 
 @dataclass(frozen=True)
@@ -168,25 +170,20 @@ class EnvConfig:
 
     @property
     def team_label(self) -> str:
-        """What names the team in run folders and tables: the simulated team's profile, or
-        ``<kind>-<domain>`` for another backend (e.g. ``llm-reasoning``)."""
-        if self.backend.kind == "sim":
-            return self.backend.profile
-        return f"{self.backend.kind}-{self.resolved_domain}"
+        """What names the team in run folders and tables: the backend config's ``label`` where it
+        has one (the simulated team: its profile), else ``<kind>-<domain>`` (e.g. ``llm-reasoning``)."""
+        return getattr(self.backend, "label", None) or f"{self.backend.kind}-{self.resolved_domain}"
 
     @classmethod
     def from_dict(cls, values: dict[str, Any] | None) -> "EnvConfig":
-        """Build from a mapping; an unknown key raises a ConfigError naming it, and the keys that
-        moved under ``backend`` (``llm``, ``dataset``, ``train_size``) one showing the nested form."""
+        """Build from a mapping; an unknown key raises a one-line ConfigError naming it (and, for a
+        key of :data:`FORMER_KEYS`, where it lives now)."""
         values = dict(values or {})
-        moved = [key for key in MOVED_TO_BACKEND if key in values]
-        if moved:
-            raise ConfigError(f"env key(s) {moved} moved under env.backend: write backend: {{kind: llm, model: ..., "
-                              "base_url: ..., dataset: ..., train_size: ...} (keys in topo_env/engine/backend_registry.py)")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known - set(SIM_KEYS))
         if unknown:
-            raise ConfigError(f"unknown env config key(s) {unknown}; known keys: {sorted(known | set(SIM_KEYS))}")
+            now = "".join(f"; {key!r} is now {place}" for key, place in FORMER_KEYS if key in unknown)
+            raise ConfigError(f"unknown env config key(s) {unknown}{now}; known keys: {sorted(known | set(SIM_KEYS))}")
         return cls(**nest_sim_keys(values))
 
     def to_dict(self) -> dict[str, Any]:
@@ -219,19 +216,6 @@ def nest_sim_keys(values: dict[str, Any]) -> dict[str, Any]:
     return {**rest, "backend": {**backend, **short}}
 
 
-def load_env_config(path: str | Path, overrides: dict[str, Any] | None = None) -> EnvConfig:
-    """The ``env:`` section of a YAML config (keys missing there take the defaults),
-    with ``overrides`` applied on top; validated."""
-    data = load_yaml(path)
-    unknown = sorted(set(data) - {"env", "learner", "train", "eval", "llm"})
-    if unknown:
-        raise ConfigError(f"config file {str(path)!r} has unknown section(s) {unknown}")
-    section = data.get("env") or {}
-    if not isinstance(section, dict):
-        raise ConfigError(f"section 'env' of {str(path)!r} must be a mapping")
-    return EnvConfig.from_dict({**section, **(overrides or {})})
-
-
 def env_difference(a: EnvConfig, b: EnvConfig) -> str | None:
     """``"env.KEY: A against B"`` for the first field where two env configs differ (the backend
     without its API key), or None when they are equal."""
@@ -243,17 +227,3 @@ def env_difference(a: EnvConfig, b: EnvConfig) -> str | None:
             return f"env.{f.name}: {va!r} against {vb!r}"
     return None
 
-
-def nest_legacy_backend(section: dict[str, Any]) -> dict[str, Any]:
-    """An ``env`` section saved before the backend keys were nested (results.json, config.json
-    and checkpoints of older runs) in today's form: ``llm``, ``dataset`` and ``train_size`` move
-    into ``backend``. Sections already nested come back unchanged; meant for saved runs only
-    (hand-written configs with the old keys are refused, see :meth:`EnvConfig.from_dict`)."""
-    if not any(key in section for key in MOVED_TO_BACKEND):
-        return dict(section)
-    section = dict(section)
-    llm, dataset, train_size = (section.pop(key, None) for key in MOVED_TO_BACKEND)
-    if section.get("backend", "sim") == "llm":
-        section["backend"] = {"kind": "llm", **(llm or {}), "dataset": dataset,
-                              **({} if train_size is None else {"train_size": train_size})}
-    return section

@@ -32,6 +32,7 @@ import numpy as np
 from topo_env.frontends.comm_actions import N_ACTIONS
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.frontends.encoders import make_encoder
+from topo_env.engine.backend_registry import BATCH_SIMULATOR, backend_offers
 from topo_env.engine.episode import RewardConfig
 from topo_env.frontends.observation import ObservationBuilder
 from topo_env.sim.batch import BatchResult, BatchState, TaskArrays
@@ -90,8 +91,9 @@ class SimVectorEnv:
 
     def __init__(self, config: EnvConfig | None = None, encoder: Any = None):
         self.config = cfg = config or EnvConfig()
-        if cfg.backend.kind != "sim":
-            raise ValueError(f"SimVectorEnv plays the simulated team; backend kind {cfg.backend.kind!r} is "
+        if not backend_offers(cfg.backend, BATCH_SIMULATOR):
+            raise ValueError(f"SimVectorEnv plays the simulated team (a backend the batch simulator runs); backend kind "
+                             f"{cfg.backend.kind!r} is "
                              "played one episode at a time by topo_env.frontends.parallel_env.TopologyParallelEnv")
         self.n_agents, self.rounds = cfg.n_agents, cfg.rounds
         self.profile = get_profile(cfg.backend.profile)

@@ -44,7 +44,7 @@ class CommPolicy(Protocol):
     CommAction per env step, from what the agents observe. A policy sees the observations and the
     infos of the last step (or of the reset), never the env itself. The one interface every
     controller shares is :class:`controllers.base.Controller` (the orchestrator env); any CommPolicy
-    plays there through :class:`controllers.comm_actions.CommActionController`, which is how the
+    plays there through :class:`controllers.per_agent.CommActionController`, which is how the
     leaderboard compares the fixed baselines and QMIX with the other systems."""
 
     name: str

@@ -1,7 +1,7 @@
 """Vectorised simulator: thousands of episodes per call, the same model as the env.
 
-:class:`BatchSimulator` mirrors :func:`topo_env.sim.model.simulate_call` and the round
-executor with numpy over a batch of episodes. Given the same tasks, noise
+:class:`BatchSimulator` runs the round executor over a batch of episodes and calls the model of
+:mod:`topo_env.sim.model` (the very functions the env's team calls) on arrays. Given the same tasks, noise
 (:func:`topo_env.sim.model.draw_noise`) and actions, it gives the same answers, tokens and
 rewards as the PettingZoo env with ``backend="sim"`` (``tests/test_batch_sim.py`` checks
 episode by episode). A round is a :class:`BatchRoundSpec`: B graphs with who is active and who is verified, the
@@ -22,9 +22,10 @@ import numpy as np
 from topo_env.engine.plan import PlanCache
 from topo_env.engine.roles import TeamPlacement
 from topo_env.sim.model import (
-    G0, TRAP_LABEL, U_CODE, U_DRIFT, U_SOLVE, U_TRAP, U_VERIFY, U_WRONG, VERDICT_FAIL, VERDICT_NONE, VERDICT_PASS,
-    Z_CONF_ATT, Z_CONF_OUT, Z_CONTENT, Z_REASON, EpisodeNoise, draw_noise, wrong_label_cdf,
+    VERDICT_NONE, AgentFeatures, EpisodeNoise, Input, SimOutput, TaskFeatures, draw_noise, simulate_call,
+    simulate_decision, simulate_verdict, wrong_label_cdf,
 )
+from topo_env.sim.numerics import ARRAYS
 from topo_env.sim.profiles import SimProfile, get_profile
 from topo_env.engine.tasks import Task
 
@@ -273,7 +274,7 @@ class BatchSimulator:
                     out = self._call(i, rows, tasks, previous, shown, nz, noise.blind[rows, i],
                                      state.adversaries[rows, i])
                     self._store(out, rows, i, multi[rows, i], finals, drafts, verifying, nz, tasks)
-                    tokens[rows, i] += out[3] + out[4]
+                    tokens[rows, i] += out.prompt_tokens + out.completion_tokens
                     calls[rows, i] += 1
             for i in range(n):
                 rows = _rows(at_layer[:, i] & multi[:, i], b)
@@ -286,13 +287,12 @@ class BatchSimulator:
                     if pred[:, j].any():
                         fin, dra = _row_inputs(finals, rows, j), _row_inputs(drafts, rows, j)
                         ins = inside[:, j]
-                        shown.append((pred[:, j], Outputs(*(np.where(ins, getattr(dra, f.name), getattr(fin, f.name))
-                                                            for f in fields(Outputs)))))
+                        shown.append((pred[:, j], Input(*(np.where(ins, d, f) for d, f in zip(dra, fin)))))
                 own_draft = _row_inputs(drafts, rows, i)
                 nz = call_noise[rows, i, 1]
                 out = self._call(i, rows, tasks, own_draft, shown, nz, noise.blind[rows, i], state.adversaries[rows, i])
                 self._store(out, rows, i, None, finals, drafts, verifying, nz, tasks)
-                tokens[rows, i] += out[3] + out[4]
+                tokens[rows, i] += out.prompt_tokens + out.completion_tokens
                 calls[rows, i] += 1
         return BatchState(t + 1, finals, state.tokens + tokens.sum(axis=1), state.agent_tokens + tokens,
                           state.adjacency + [adj], state.calls + [calls], state.adversaries, ran | active)
@@ -316,8 +316,10 @@ class BatchSimulator:
         if state.previous is None:
             raise ValueError("finish() before any round: run at least one round")
         shown = [(state.ran[:, j], _row_inputs(state.previous, rows, j)) for j in range(self.n) if state.ran[:, j].any()]
-        label, _, _, prompt, completion = self._decide(tasks, shown, noise.decision)
-        tokens = state.tokens + prompt + completion
+        task = TaskFeatures(tasks.difficulty, tasks.latent, tasks.prompt_tokens, self._verif[tasks.subject])
+        decision = simulate_decision(ARRAYS, self.profile, task, shown, noise.decision.T)
+        label = decision.label
+        tokens = state.tokens + decision.prompt_tokens + decision.completion_tokens
         accuracy = (label == 0).astype(np.float64)
         reward = self.w_acc * accuracy - self.w_tok * np.minimum(tokens / self.max_tokens, 1.0)
         return BatchResult(reward, accuracy, tokens, state.agent_tokens, np.stack(state.adjacency, axis=1),
@@ -327,198 +329,33 @@ class BatchSimulator:
         """Agent ``agent`` answering alone once ("Base (direct)"): (accuracy, tokens), drawn from
         ``noise.decision`` and ``noise.blind``."""
         rows = slice(None)
-        label, _, _, prompt, completion = self._call(agent, rows, tasks, None, [], noise.decision,
-                                                     noise.blind[:, agent], False)
-        return (label == 0).astype(np.float64), prompt + completion
+        out = self._call(agent, rows, tasks, None, [], noise.decision, noise.blind[:, agent], False)
+        return (out.label == 0).astype(np.float64), out.prompt_tokens + out.completion_tokens
 
-    # -- the model, vectorised (mirrors topo_env.sim.model.simulate_call) ----------------
-    def _call(self, agent: int, rows, tasks: TaskArrays, previous: Outputs | None,
-              shown: list[tuple[np.ndarray, Outputs]], noise: np.ndarray, blind: np.ndarray,
-              adversarial: bool | np.ndarray = False):
+    # -- the model (topo_env.sim.model) on arrays: one entry per row -----------------------
+    def _call(self, agent: int, rows, tasks: TaskArrays, previous: Input | None, shown: list[tuple[np.ndarray, Input]],
+              noise: np.ndarray, blind: np.ndarray, adversarial: bool | np.ndarray = False) -> SimOutput:
         """Agent ``agent``'s call for each of ``rows`` (:func:`topo_env.sim.model.simulate_call`).
 
-        ``previous``: own previous output (1-d fields) or None; ``shown``: (mask, output) per sender
+        ``previous``: own previous output ((m,) fields) or None; ``shown``: (mask, input) per sender
         in sender order, the mask saying in which rows that sender's output is shown; ``noise`` (m, L)
         the calls' noise, ``blind`` (m,) the agent's blind spot, ``adversarial`` one bool or an (m,)
-        mask. Returns (label, conf, content, prompt, completion)."""
-        p = self.profile
-        role_off, rec_fac, content_fac = p.roles[self.roles[agent]]
-        d = tasks.difficulty[rows]
+        mask. Returns (m,) arrays."""
         s = tasks.subject[rows]
-        m = noise.shape[0]
-        skill = self._skill[agent][s]
-        eta = (p.alpha + self._strength[agent][s] + role_off - p.beta * (d - 0.5) + p.task_spread * tasks.latent[rows]
-               + p.blind_spread * blind)
-        if previous is None:
-            failed = np.zeros(m, bool)
-            committed = failed
-        else:
-            failed = previous.verdict == VERDICT_FAIL
-            committed = ~failed
-            if failed.any():
-                eta = eta + np.where(failed, p.debug_gain, 0.0)
-        att = self._attempt(eta, d, noise)
-        c_att = 1.0 / (1.0 + np.exp(-(np.where(att == 0, p.mu_correct, p.mu_wrong) + p.sigma_conf * noise[:, Z_CONF_ATT])))
-        fresh_weight = p.w_fresh * c_att
-        if previous is None:
-            own, own_weight = att, fresh_weight
-        else:
-            own = np.where(committed, previous.label, att)
-            own_weight = np.where(committed, p.w_commit * previous.conf * self._vf(previous.verdict), fresh_weight)
-        adversarial = np.broadcast_to(np.asarray(adversarial, dtype=bool), (m,))
-        if adversarial.any():
-            own = np.where(adversarial, TRAP_LABEL, own)
-        # Slots: the own answer, then each shown sender. A label's score is the sum of the weights of
-        # the slots holding it, added in slot order (exactly the order of the scalar path).
-        labels, weights, slot_active = [own], [own_weight], [np.ones(m, bool)]
-        shows_right = np.zeros(m, bool)
-        shows_trap = np.zeros(m, bool)
-        has_messages = np.zeros(m, bool)
-        for mj, out in shown:
-            lab = np.where(mj, out.label, -1)
-            labels.append(lab)
-            weights.append(np.where(mj, p.w_peer * out.conf * self._vf(out.verdict), 0.0))
-            slot_active.append(mj)
-            shows_right |= lab == 0
-            shows_trap |= lab == TRAP_LABEL
-            has_messages |= mj
-        total = weights[0]
-        for w in weights[1:]:
-            total = total + w
-        # each slot's score: the summed weight of the slots holding its label (slot 0: the own answer's)
-        scores = []
-        for lab_c in labels:
-            score = weights[0] * (labels[0] == lab_c)
-            for lab_s, w_s in zip(labels[1:], weights[1:]):
-                score = score + w_s * (lab_s == lab_c)
-            scores.append(score)
+        task = TaskFeatures(tasks.difficulty[rows], tasks.latent[rows], tasks.prompt_tokens[rows], self._verif[s])
+        features = AgentFeatures(self.roles[agent], self._strength[agent][s], self._skill[agent][s], blind,
+                                 self._verbosity[agent], adversarial)
+        return simulate_call(ARRAYS, self.profile, self._cdf, task, features, previous, shown, noise.T)
 
-        # No messages: keep the own answer; a committed one drifts.
-        drift = noise[:, U_DRIFT]
-        label = np.where(committed & (own == 0) & (drift < p.drift_cw), TRAP_LABEL,
-                         np.where(committed & (own != 0) & (drift < p.drift_wc), 0, own))
-        numerator = np.where(label == own, scores[0], 0.0)  # the support's raw weight
-        if has_messages.any():
-            v = self._verif[s]
-            recognise = np.maximum(0.0, np.maximum(0.0, p.rho + p.rho_v * v) * (1.0 - p.rho_d * d) * rec_fac + skill)
-            pull = np.maximum(0.0, p.theta - p.theta_v * v) * d
-            gumbel = noise[:, G0:]
-            r = np.arange(m)
-            best_val = np.full(m, -np.inf)
-            chosen = np.zeros(m, np.int64)
-            best_score = np.zeros(m)
-            for lab_c, act_c, score in zip(labels, slot_active, scores):
-                val = (score + np.where((lab_c == 0) & shows_right, recognise, 0.0)
-                       + np.where((lab_c == TRAP_LABEL) & shows_trap, pull, 0.0)) + p.tau * gumbel[r, np.maximum(lab_c, 0)]
-                better = act_c & (val > best_val)
-                best_val = np.where(better, val, best_val)
-                chosen = np.where(better, lab_c, chosen)
-                best_score = np.where(better, score, best_score)
-            label = np.where(has_messages, chosen, label)
-            numerator = np.where(has_messages, best_score, numerator)
-        if adversarial.any():  # the adversary's own answer is the trap: slot 0
-            label = np.where(adversarial, TRAP_LABEL, label)
-            numerator = np.where(adversarial, scores[0], numerator)
-        support = np.where(total > 0.0, numerator / np.where(total > 0.0, total, 1.0), 0.0)
-        mu = np.where(label == 0, p.mu_correct, p.mu_wrong)
-        conf = 1.0 / (1.0 + np.exp(-(mu + p.kappa * (support - 0.5) + p.sigma_conf * noise[:, Z_CONF_OUT])))
-        factor = np.where(committed, np.where(has_messages, p.revisit, p.reemit), 1.0)
-        inputs = shown if previous is None else [(np.ones(m, bool), previous)] + shown
-        prompt, completion, content = self._tokens(content_fac, self._verbosity[agent], factor, d, tasks.prompt_tokens[rows],
-                                                   inputs, label, noise)
-        return label, conf, content, prompt, completion
-
-    def _attempt(self, eta: np.ndarray, d: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        p = self.profile
-        p_solve = 1.0 / (1.0 + np.exp(-eta))
-        trap = noise[:, U_TRAP] < np.minimum(1.0, p.trap_base + p.trap_slope * d)
-        other = np.searchsorted(self._cdf, noise[:, U_WRONG], side="right") + 2
-        return np.where(noise[:, U_SOLVE] < p_solve, 0, np.where(trap, TRAP_LABEL, other))
-
-    def _tokens(self, content_fac: float, verbosity: float, factor: np.ndarray, d: np.ndarray, task_tokens: np.ndarray,
-                inputs: list[tuple[np.ndarray, Outputs]], label: np.ndarray, noise: np.ndarray):
-        """(prompt, completion, content) tokens (step 6 of :mod:`topo_env.sim.model`)."""
-        p = self.profile
-        m = label.shape[0]
-        n_inputs = np.zeros(m, np.int64)
-        disagree = np.zeros(m, np.int64)
-        ctx = np.zeros(m, np.int64)
-        for mj, out in inputs:
-            n_inputs += mj
-            disagree += mj & (out.label != label)
-            ctx += mj * (p.header_tokens + out.content + p.verdict_tokens * (out.verdict != VERDICT_NONE))
-        share = np.where(n_inputs > 0, disagree / np.maximum(n_inputs, 1), 0.0)
-        content = np.floor(p.content_mean * content_fac * np.exp(0.3 * noise[:, Z_CONTENT]) + 0.5).astype(np.int64)
-        reasoning = np.floor(p.reason_mean * verbosity * (0.6 + 0.8 * d) * (factor + p.conflict * share)
-                             * np.exp(0.4 * noise[:, Z_REASON]) + 0.5)
-        prompt = p.sys_tokens + task_tokens + ctx
-        return prompt, content + reasoning.astype(np.int64), content
-
-    def _decide(self, tasks: TaskArrays, shown: list[tuple[np.ndarray, Outputs]], noise: np.ndarray):
-        """The decision node's weighted vote (:func:`topo_env.sim.model.simulate_decision`)."""
-        p = self.profile
-        m = noise.shape[0]
-        passed = [mj & (out.verdict == VERDICT_PASS) for mj, out in shown]
-        labels, weights = [], []
-        for mj, out in shown:
-            contradicted = np.zeros(m, bool)
-            for (mk, other), ok in zip(shown, passed):
-                contradicted |= ok & (other.label != out.label)
-            trust = np.where((out.verdict != VERDICT_PASS) & contradicted, p.contradicted_weight, 1.0)
-            labels.append(np.where(mj, out.label, -1))
-            weights.append(np.where(mj, out.conf * self._vf(out.verdict) * trust, 0.0))
-        gumbel = noise[:, G0:]
-        r = np.arange(m)
-        best_val = np.full(m, -np.inf)
-        label = np.full(m, TRAP_LABEL, np.int64)
-        best_score = np.zeros(m)
-        total = np.zeros(m)
-        for w in weights:
-            total = total + w
-        for lab_c in labels:
-            score = np.zeros(m)
-            for lab_s, w_s in zip(labels, weights):
-                score = score + w_s * (lab_s == lab_c)
-            val = score + p.decide_tau * gumbel[r, np.maximum(lab_c, 0)]
-            better = (lab_c >= 0) & (val > best_val)
-            best_val = np.where(better, val, best_val)
-            label = np.where(better, lab_c, label)
-            best_score = np.where(better, score, best_score)
-        support = np.where(total > 0.0, best_score / np.where(total > 0.0, total, 1.0), 0.0)
-        mu = np.where(label == 0, p.mu_correct, p.mu_wrong)
-        conf = 1.0 / (1.0 + np.exp(-(mu + p.kappa * (support - 0.5) + p.sigma_conf * noise[:, Z_CONF_OUT])))
-        _, _, content_fac = p.roles["decider"]
-        prompt, completion, content = self._tokens(content_fac, 1.0, np.full(m, p.decide_factor), tasks.difficulty,
-                                                   tasks.prompt_tokens, shown, label, noise)
-        return label, conf, content, prompt, completion
-
-    def _vf(self, verdict: np.ndarray) -> np.ndarray:
-        p = self.profile
-        return np.where(verdict == VERDICT_PASS, p.verdict_pass_weight,
-                        np.where(verdict == VERDICT_FAIL, p.verdict_fail_weight, 1.0))
-
-    def _verdict(self, label: np.ndarray, noise: np.ndarray, verifiability: np.ndarray) -> np.ndarray:
-        """(:func:`topo_env.sim.model.simulate_verdict`)."""
-        p = self.profile
-        if p.verifier is None:
-            return np.zeros(label.shape, np.int64)
-        correct = label == 0
-        detect = np.where(label == TRAP_LABEL, p.verify_detect * np.clip((1.0 + verifiability) / 2.0, 0.0, 1.0),
-                          p.verify_detect)
-        v = np.where(correct, np.where(noise[:, U_VERIFY] < p.verify_pass_correct, VERDICT_PASS, VERDICT_FAIL),
-                     np.where(noise[:, U_VERIFY] < detect, VERDICT_FAIL, VERDICT_PASS))
-        if p.verifier == "python":
-            v = np.where(noise[:, U_CODE] < p.p_wrote_code, v, VERDICT_NONE)
-        return v.astype(np.int64)
-
-    def _store(self, out, rows, i, is_draft, finals: Outputs, drafts: Outputs, verifying, noise,
+    def _store(self, out: SimOutput, rows, i, is_draft, finals: Outputs, drafts: Outputs, verifying, noise,
                tasks: TaskArrays) -> None:
         """Write one call's outputs: to ``drafts`` where ``is_draft`` (None: nowhere), else
         to ``finals``, with the verifier's verdict where the agent chose execute_verify."""
-        label, conf, content = out[0], out[1], out[2]
+        label, conf, content = out.label, out.confidence, out.content_tokens
         checked = verifying[rows, i]
         if checked.any():
-            verdict = np.where(checked, self._verdict(label, noise, self._verif[tasks.subject[rows]]), VERDICT_NONE)
+            verdict = np.where(checked, simulate_verdict(ARRAYS, self.profile, label, noise.T,
+                                                         self._verif[tasks.subject[rows]]), VERDICT_NONE)
         else:
             verdict = np.zeros(label.shape, np.int64)
         if is_draft is None or not is_draft.any():
@@ -558,6 +395,6 @@ def _rows(mask: np.ndarray, batch: int) -> np.ndarray | slice | None:
     return slice(None) if rows.size == batch else rows
 
 
-def _row_inputs(outputs: Outputs, rows: np.ndarray, i: int) -> Outputs:
-    """Agent i's output in the given rows, as 1-d arrays."""
-    return Outputs(outputs.label[rows, i], outputs.conf[rows, i], outputs.content[rows, i], outputs.verdict[rows, i])
+def _row_inputs(outputs: Outputs, rows: np.ndarray, i: int) -> Input:
+    """Agent i's output in the given rows, as the model's input ((m,) arrays)."""
+    return Input(outputs.label[rows, i], outputs.conf[rows, i], outputs.content[rows, i], outputs.verdict[rows, i])

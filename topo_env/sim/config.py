@@ -9,8 +9,9 @@ also give both at its top level (``env.profile``, ``env.team``: the short spelli
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
+from topo_env.engine.backend_registry import BATCH_SIMULATOR, NAMED_PROFILE
 from topo_env.engine.config_checks import ConfigError, as_tuple
 from topo_env.sim.profiles import PROFILES, get_model, get_profile, is_profile_path
 
@@ -28,6 +29,12 @@ class SimBackendConfig:
     kind: str = "sim"
     profile: str = "mmlu_pro"
     team: tuple | None = None
+    capabilities: ClassVar[frozenset[str]] = frozenset({BATCH_SIMULATOR, NAMED_PROFILE})
+
+    @property
+    def label(self) -> str:
+        """What names the team in run folders and tables: its profile."""
+        return self.profile
 
     def __post_init__(self) -> None:
         if is_profile_path(self.profile):

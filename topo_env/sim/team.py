@@ -9,9 +9,10 @@ import numpy as np
 from topo_env.engine.team_backend import AgentCall, AgentReply, Decision, Message, Verdict
 from topo_env.sim.descriptors import descriptor_lines
 from topo_env.sim.model import (
-    AgentFeatures, EpisodeNoise, TaskFeatures, draw_noise, simulate_call, simulate_decision, simulate_verdict,
+    AgentFeatures, EpisodeNoise, Input, TaskFeatures, draw_noise, simulate_call, simulate_decision, simulate_verdict,
     wrong_label_cdf,
 )
+from topo_env.sim.numerics import SCALARS
 from topo_env.sim.profiles import SimProfile, get_profile
 from topo_env.sim.tasks import SimTaskSource
 from topo_env.engine.tasks import Task
@@ -27,7 +28,8 @@ ROLE_TITLES = {
 
 
 class SimTeamBackend:
-    """Simulated agents: answers, confidence and token costs from the documented model.
+    """Simulated agents: answers, confidence and token costs from the documented model, called on
+    one call's Python numbers (``xp=SCALARS``: the per-episode path of :mod:`topo_env.sim.model`).
 
     Holds no live resources, so it pickles. Per episode it keeps the task and the
     pre-drawn noise (``self.noise``), indexed by (round, agent, phase) so results do not
@@ -81,21 +83,24 @@ class SimTeamBackend:
         self._labels = {s: k for k, s in enumerate(task.metadata["choices"])}
         self._choices = task.metadata["choices"]
         m = task.metadata
-        self._task_features = TaskFeatures(m["difficulty"], m["latent"], m["prompt_tokens"], m["subject_index"])
+        s = self._subject = m["subject_index"]
+        self._task_features = TaskFeatures(m["difficulty"], m["latent"], m["prompt_tokens"],
+                                           self.profile.verifiability[s])
         if self._team_size != n_agents:  # (N, S) skills and verbosities, computed once per team size
             models = self.profile.team_models(n_agents, self.team)
             self._skills = self.profile.skills(n_agents, self.team)
             self._verbosity = [model.verbosity for model in models]
             self._team_size = n_agents
-        s = m["subject_index"]
-        self._verifiability = self.profile.verifiability[s]
+        offset = self.profile.subject_offsets[s]
         blind = self.noise.blind[0].tolist()
-        self._agents = [(self._skills[i][s], blind[i], self._verbosity[i]) for i in range(n_agents)]
+        # per agent: (b_s + k_is, k_is, u_i, verbosity), the AgentFeatures fields fixed for the episode
+        self._agents = [(offset + self._skills[i][s], self._skills[i][s], blind[i], self._verbosity[i])
+                        for i in range(n_agents)]
 
     # -- calls ---------------------------------------------------------------------------
-    def _input(self, m: Message) -> tuple[int, float, int, int]:
+    def _input(self, m: Message) -> Input:
         label = self._labels.get(m.answer, 1) if m.answer is not None else 1
-        return (label, 0.5 if m.confidence is None else m.confidence, m.content_tokens, int(m.verdict))
+        return Input(label, 0.5 if m.confidence is None else m.confidence, m.content_tokens, int(m.verdict))
 
     def _text(self, role: str, label: int, conf: float) -> tuple[str, str]:
         answer = self._choices[label]
@@ -105,14 +110,14 @@ class SimTeamBackend:
         phase_index = 1 if call.phase == "revise" else 0
         noise = self._calls[call.round][call.agent][phase_index]
         prev = self._input(call.own_previous) if call.own_previous is not None else None
-        skill, blind, verbosity = self._agents[call.agent]
-        agent = AgentFeatures(call.role, skill, blind, verbosity, call.adversarial)
-        shown = [self._input(m) for m in call.messages]
-        out = simulate_call(self.profile, self._cdf, self._task_features, agent, prev, shown, noise)
+        strength, skill, blind, verbosity = self._agents[call.agent]
+        agent = AgentFeatures(call.role, strength, skill, blind, verbosity, call.adversarial)
+        shown = [(True, self._input(m)) for m in call.messages]
+        out = simulate_call(SCALARS, self.profile, self._cdf, self._task_features, agent, prev, shown, noise)
         answer, text = self._text(call.role, out.label, out.confidence)
         if self.descriptors:  # DyTopo's need/offer lines (topo_env.sim.descriptors): they only hash the call's noise
-            disagrees = any(m[0] != out.label for m in shown)
-            subject = self.profile.subject_names[self._task_features.subject]
+            disagrees = any(m.label != out.label for _, m in shown)
+            subject = self.profile.subject_names[self._subject]
             text = f"{text}\n{descriptor_lines(subject, skill, out.confidence, disagrees, call.adversarial, noise)}"
         return AgentReply(text=text, answer=answer, confidence=out.confidence, prompt_tokens=out.prompt_tokens,
                           completion_tokens=out.completion_tokens, content_tokens=out.content_tokens,
@@ -121,13 +126,14 @@ class SimTeamBackend:
     async def verify(self, call: AgentCall, reply: AgentReply, phase_index: int) -> tuple[Verdict, str]:
         noise = self._calls[call.round][call.agent][phase_index]
         label = self._labels.get(reply.answer, 1)
-        verdict = Verdict(simulate_verdict(self.profile, label, noise, self._verifiability))
+        verdict = Verdict(simulate_verdict(SCALARS, self.profile, label, noise, self._task_features.verifiability))
         tool = {"tests": "visible tests", "python": "python check"}.get(self.profile.verifier, "")
         text = "" if verdict == Verdict.NONE else f"[{tool}] {'passed' if verdict == Verdict.PASS else 'failed'}"
         return verdict, text
 
     async def decide(self, task: Task, finals: tuple[Message, ...]) -> Decision:
-        out = simulate_decision(self.profile, self._task_features, [self._input(m) for m in finals], self._decision)
+        out = simulate_decision(SCALARS, self.profile, self._task_features, [(True, self._input(m)) for m in finals],
+                                self._decision)
         answer, text = self._text("decider", out.label, out.confidence)
         reply = AgentReply(text=text, answer=answer, confidence=out.confidence, prompt_tokens=out.prompt_tokens,
                            completion_tokens=out.completion_tokens, content_tokens=out.content_tokens,

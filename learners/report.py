@@ -1,9 +1,8 @@
-"""What train_qmix.py reports: the log windows and the learning curve during training (TensorBoard),
-then the held-out evaluation of the trained network against every fixed topology, results.json,
-the pictures and the closing table."""
+"""What a training run reports (:mod:`learners.training`): the log windows and the learning curve
+during training (TensorBoard), then the held-out evaluation of the trained network against every
+fixed topology, results.json, the pictures and the closing table."""
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 from pathlib import Path
@@ -16,7 +15,7 @@ from torch.utils.tensorboard import SummaryWriter
 from learners.batch_runner import BatchStats
 from learners.config import ExperimentConfig
 from learners.evaluation import QMIXPolicy, held_out_comparison
-from studies.qmix_training import TrainingRun
+from learners.training_run import TrainingRun
 from topo_env.engine.backend_registry import BackendFailed, BackendUnavailable
 from topo_env.engine.cli import RunError, closing_note, format_table, points, standard_error_note
 from topo_env.frontends.comm_actions import N_ACTIONS
@@ -136,7 +135,7 @@ def evaluate_held_out(run: TrainingRun, progress: bool = True) -> HeldOut:
                        f"({err}): rerun it with --resume {run.out_dir} once the backend serves again") from None
 
 
-def results_summary(run: TrainingRun, held_out: HeldOut, init_from: str | None = None) -> dict:
+def results_summary(run: TrainingRun, held_out: HeldOut, init_from: str | Path | None = None) -> dict:
     """results.json: ``config``, ``eval`` (every policy's figures and the headroom), ``qmix_minus``
     (paired differences), ``train`` (time, spend, teacher, log windows), and where they ran
     ``learning_curve`` and ``validation``."""
@@ -163,13 +162,14 @@ def results_summary(run: TrainingRun, held_out: HeldOut, init_from: str | None =
     return summary
 
 
-def save_results(run: TrainingRun, held_out: HeldOut, args: argparse.Namespace) -> list[Path]:
-    """Write ``results.json`` (:func:`results_summary`) and, unless ``--no-pictures``, the pictures
+def save_results(run: TrainingRun, held_out: HeldOut, init_from: str | Path | None = None,
+                 pictures: bool = True) -> list[Path]:
+    """Write ``results.json`` (:func:`results_summary`) and, with ``pictures``, the pictures
     (:func:`write_pictures`) into ``run.out_dir``, then close the TensorBoard writer. Returns the
     pictures written."""
-    summary = results_summary(run, held_out, args.init_from)
+    summary = results_summary(run, held_out, init_from)
     (run.out_dir / "results.json").write_text(json.dumps(summary, indent=2))
-    pictures = [] if args.no_pictures else write_pictures(run.out_dir, run.cfg, run.record.curves, held_out.results,
+    pictures = [] if not pictures else write_pictures(run.out_dir, run.cfg, run.record.curves, held_out.results,
                                                           held_out.traces["qmix"][:12], run.writer,
                                                           summary.get("learning_curve"))
     run.writer.close()
@@ -179,8 +179,9 @@ def save_results(run: TrainingRun, held_out: HeldOut, args: argparse.Namespace) 
 def write_pictures(out_dir: Path, cfg: ExperimentConfig, curves: list[dict], results: dict, episodes: list,
                    writer: SummaryWriter, learning_curve: dict | None = None) -> list[Path]:
     """PNGs of a finished run in ``out_dir``: ``sample_efficiency.png`` (with ``train.curve_every``:
-    held-out reward against training episodes and LLM calls), ``learning_curves.png`` (the log windows' means,
-    with the best fixed baseline's held-out figures as reference lines; only when at least one
+    held-out reward against training episodes and LLM calls), ``learning_curves.png`` (the log windows' means;
+    reference lines at the held-out figures of the top-scoring topology of :data:`FIXED_BASELINES`,
+    not the table's ``best_fixed``, which is a searched joint-action sequence; only when at least one
     window was logged), ``action_distribution.png`` (greedy QMIX's action shares per round on
     the held-out episodes, next to the oracles' where they ran) and ``topology_examples.png``
     (the graphs of the first held-out episode of each difficulty bucket, also logged to
@@ -191,7 +192,7 @@ def write_pictures(out_dir: Path, cfg: ExperimentConfig, curves: list[dict], res
     if curves:
         columns = {key: [point[key] for point in curves] for key in curves[0]}
         references = {} if best is None else {
-            metric: {f"{best} (best fixed, held-out)": fixed[best][key]}
+            metric: {f"{best} (top fixed topology, held-out)": fixed[best][key]}
             for metric, key in (("reward", "reward"), ("accuracy", "accuracy"), ("tokens_per_task", "tokens_per_task"))}
         fig = plot_learning_curves(columns, title=f"QMIX training, {cfg.env.team_label} (means per {cfg.train.log_every} "
                                                   "episodes, epsilon-greedy)", references=references)
@@ -214,9 +215,11 @@ def write_pictures(out_dir: Path, cfg: ExperimentConfig, curves: list[dict], res
     return written
 
 
-def print_report(run: TrainingRun, held_out: HeldOut, pictures: list[Path], args: argparse.Namespace) -> None:
+def print_report(run: TrainingRun, held_out: HeldOut, pictures: list[Path], source: str,
+                 trace_out: str | Path | None = None) -> None:
     """The closing table (every policy on the held-out episodes, with QMIX's paired difference to
-    each), the headroom share, which network was evaluated, and every file the run wrote."""
+    each), the headroom share, which network was evaluated, and every file the run wrote
+    (``source``: where the config came from; ``trace_out``: the training episodes' traces)."""
     cfg, out_dir, paired = run.cfg, run.out_dir, held_out.paired
     n, rounds, headroom = cfg.env.n_agents, cfg.env.rounds, held_out.headroom
     rows = [{"policy": k, "reward": v["reward"], "accuracy (pts)": points(v["accuracy"]),
@@ -234,15 +237,14 @@ def print_report(run: TrainingRun, held_out: HeldOut, pictures: list[Path], args
         print(f"qmix: the network of episode {best['episode']} (best of {len(validation['history'])} validation "
               f"checks, reward {best['reward']:.4f} on {cfg.train.validate_episodes} train-split episodes)"
               + ("; qmix_last: the network at the end of training" if "qmix_last" in held_out.results else ""))
-    source = f"the run resumed from {args.resume}" if args.resume else f"config {args.config}"
     notes = [f"reward = {cfg.env.w_acc:g} x accuracy - {cfg.env.w_tok:g} x min(tokens / {cfg.env.max_tokens}, 1) per "
              "episode: higher is better; accuracy in points (0-100).",
              standard_error_note("qmix - policy (SE)") + " Above 0: QMIX scored higher."]
     written = [("results", out_dir / "results.json"), ("config", out_dir / "config.json"),
-               ("checkpoint (continue or evaluate it: --resume / python robustness.py --checkpoint)",
+               ("checkpoint (continue or evaluate it: --resume / python -m studies.robustness --checkpoint)",
                 out_dir / "checkpoint.pt"),
                ("TensorBoard logs (tensorboard --logdir)", out_dir)] + [("picture", p) for p in pictures]
-    if args.trace_out:
-        written.append(("training episodes' traces (JSONL, topo_env/engine/traces.py)", args.trace_out))
+    if trace_out:
+        written.append(("training episodes' traces (JSONL, topo_env/engine/traces.py)", Path(trace_out)))
     print("\n" + closing_note(f"{source} on {cfg.env.team_label} (N={n}, T={rounds}, {cfg.train.episodes} training "
                               f"episodes, seed {cfg.train.seed})", notes, written))

@@ -1,8 +1,7 @@
-"""The pieces of train_qmix.py's training loop: the run's objects and record (:class:`TrainingRun`,
+"""The state of a training run and what keeps it: the run's objects and record (:class:`TrainingRun`,
 :class:`RunRecord`), where its training episodes come from (:class:`EpisodeSource`), the budgets,
 the Ctrl-C handler (:class:`GracefulStop`), the validation's bookkeeping and the checkpoint.
-train_qmix.py puts them in order; what scores a network (validation, the learning curve) and the
-TD updates stay there."""
+:func:`learners.training.train` puts them in order."""
 from __future__ import annotations
 
 import copy
@@ -20,7 +19,7 @@ from torch.utils.tensorboard import SummaryWriter
 from learners.batch_runner import BatchEpisodeRunner, BatchStats
 from learners.buffer import EpisodeReplayBuffer
 from learners.config import ExperimentConfig
-from learners.distributed import RayRollouts  # imports Ray only when train.ray is set
+from learners.distributed import RayRollouts  # imports Ray only when runtime.ray is set
 from learners.evaluation import AGENT_LAYOUT, MIXER_LAYOUT, layout_difference, load_checkpoint
 from learners.inflight import EpisodesInFlight
 from learners.learner import QMIXLearner
@@ -28,7 +27,7 @@ from learners.runner import EpisodeRunner
 from learners.schedules import epsilon_at
 from topo_env.engine.cli import RunError
 from topo_env.engine.config_checks import ConfigError
-from topo_env.engine.seeding import EXPLORATION_STREAM, REPLICA_STREAM, episode_rng, training_env_seed
+from topo_env.engine.seeding import EXPLORATION_STREAM, NOISE_SAMPLE_STREAM, episode_rng, training_env_seed
 from topo_env.frontends.parallel_env import TopologyParallelEnv
 from topo_env.frontends.vector_env import SimVectorEnv
 
@@ -39,7 +38,7 @@ class RunRecord:
 
     ``validation``: ``{"history": [{"episode", "reward"}, ...], "best": {"episode", "reward",
     "agent": state_dict} or None}``; ``curves``: the log windows' points
-    (:func:`studies.qmix_report.log_window`); ``held_out_curve``: the learning curve's points;
+    (:func:`learners.report.log_window`); ``held_out_curve``: the learning curve's points;
     ``spent``: ``{"tokens", "calls", "simulator_episodes"}`` of training and validation (toward
     ``train.token_budget`` and ``train.call_budget``); ``teacher``: the teacher stage's report."""
     validation: dict = dataclasses.field(default_factory=lambda: {"history": [], "best": None})
@@ -66,7 +65,8 @@ class TrainingRun:
     agent network; ``start``: the episode training starts at (a resumed run's checkpoint);
     ``committed``: the episodes the learner and the replay hold, and ``untouched`` whether they hold
     exactly those (no later episode half stored); ``time_split``: seconds waiting for episodes and
-    in gradient updates; ``seconds``: the training's wall time, once it finished."""
+    in gradient updates; ``seconds``: the training's wall time, once it finished; ``stopped``:
+    Ctrl-C or a budget ended it early (checkpointed)."""
     cfg: ExperimentConfig
     out_dir: Path
     device: torch.device
@@ -83,6 +83,7 @@ class TrainingRun:
     untouched: bool = True
     time_split: dict[str, float] = dataclasses.field(default_factory=lambda: {"rollouts": 0.0, "updates": 0.0})
     seconds: float = 0.0
+    stopped: bool = False
 
 
 class GracefulStop:
@@ -108,16 +109,16 @@ class GracefulStop:
 
 
 def pick_device(name: str) -> torch.device:
-    """``learner.device``: ``auto`` (CUDA where there is one), ``cpu`` or ``cuda``."""
+    """``runtime.device``: ``auto`` (CUDA where there is one), ``cpu`` or ``cuda``."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("learner.device='cuda' but no CUDA device is available")
+        raise ConfigError("runtime.device='cuda' but no CUDA device is available")
     return torch.device(name)
 
 
-def load_init_from(learner: QMIXLearner, cfg: ExperimentConfig, run_dir: str) -> None:
-    """``--init-from``: load another run's networks into ``learner`` (its validation-best agent
+def load_init_from(learner: QMIXLearner, cfg: ExperimentConfig, run_dir: str | Path) -> None:
+    """``init_from`` (``--init-from``): load another run's networks into ``learner`` (its validation-best agent
     network if it validated, and its mixer where the mixer's layout matches)."""
     init_cfg, init_checkpoint = load_checkpoint(run_dir)
     differs = layout_difference(cfg, init_cfg, AGENT_LAYOUT)
@@ -131,7 +132,7 @@ def load_init_from(learner: QMIXLearner, cfg: ExperimentConfig, run_dir: str) ->
 
 
 def restore(learner: QMIXLearner, buffer: EpisodeReplayBuffer, checkpoint: dict[str, Any]) -> int:
-    """``--resume``: the learner, the replay and the random streams of ``checkpoint``; returns its episode."""
+    """A resumed run: the learner, the replay and the random streams of ``checkpoint``; returns its episode."""
     learner.load_state_dict(checkpoint["learner"])
     if checkpoint["buffer"] is not None:
         buffer.load_state_dict(checkpoint["buffer"])
@@ -167,9 +168,9 @@ def save_checkpoint(run: TrainingRun, episode: int) -> None:
 
 class EpisodeSource:
     """The training episodes from ``run.start`` to ``train.episodes``, in index order, as
-    ``(first, episodes, stats)``: on the batched simulated team ``train.sim_batch`` episodes at a
+    ``(first, episodes, stats)``: batched (``sim_scale.batched``) ``sim_scale.batch`` episodes at a
     time (an EpisodeBatch), each batch played with the weights after the batches before it
-    (learners.batch_runner); otherwise one episode at a time (an EpisodeRecord), K in flight
+    (learners.batch_runner); otherwise one episode at a time (a ReplayEpisode), K in flight
     (learners.inflight) or on W Ray workers (learners.distributed), each played with the weights of
     its launch. Once ``stop.requested``, the batches end; call :meth:`stop_launching` to launch no
     more single episodes (those in flight still arrive), and :meth:`close` at the end."""
@@ -177,17 +178,17 @@ class EpisodeSource:
     def __init__(self, run: TrainingRun, stop: GracefulStop):
         self.run, self.stop = run, stop
         cfg, episodes = run.cfg, range(run.start, run.cfg.train.episodes)
-        if cfg.batched:
+        if cfg.sim_scale.batched:
             self._batch_runner = BatchEpisodeRunner(
                 SimVectorEnv(dataclasses.replace(cfg.env, split="train"), encoder=run.train_envs[0].encoder),
-                run.learner.agent, run.device, privileged=cfg.learner.privileged_state)
+                run.learner.agent, run.device, privileged=cfg.sim_scale.privileged_state)
             self.rollouts, self._source = None, self._batches()
             self._played = self._source
             return
-        if cfg.train.ray is None:
+        if cfg.runtime.ray is None:
             self.rollouts = EpisodesInFlight(run.train_envs)
             self._source = self.rollouts.play(episodes, self._launch)  # episodes in index order
-        else:  # W Ray workers, K in flight each, weights shipped every train.sync_every episodes
+        else:  # W Ray workers, K in flight each, weights shipped every runtime.sync_every episodes
             self.rollouts = RayRollouts(cfg, weights=run.learner.agent.state_dict)
             self._source = self.rollouts.play(episodes, start_version=run.start)  # also in index order
         self._played = ((j, record, BatchStats.of_episodes([stats])) for j, (record, stats) in self._source)
@@ -211,25 +212,26 @@ class EpisodeSource:
     def _launch(self, env: TopologyParallelEnv, slot: int, j: int):
         """Episode j, launched once episode j - K is committed: played with the weights of now."""
         run, cfg, seed = self.run, self.run.cfg, self.run.cfg.train.seed
-        runner = run.runners[slot]
+        runner, explore = run.runners[slot], cfg.exploration
         runner.agent.load_state_dict(run.learner.agent.state_dict())
         return runner.arun(epsilon_at(j, cfg), episode_rng(seed, EXPLORATION_STREAM, j), seed=training_env_seed(seed, j),
-                           team_explore=cfg.learner.team_explore, deviation_explore=cfg.learner.deviation_explore,
-                           deviation_rank_decay=cfg.learner.deviation_rank_decay, policy_version=run.committed,
-                           topology_explore=cfg.learner.topology_explore)
+                           team_explore=explore.team_explore, deviation_explore=explore.deviation_explore,
+                           deviation_rank_decay=explore.deviation_rank_decay, policy_version=run.committed,
+                           topology_explore=explore.topology_explore)
 
     def _batches(self):
         cfg, seed = self.run.cfg, self.run.cfg.train.seed
-        lc, size = cfg.learner, cfg.train.sim_batch
+        explore, size = cfg.exploration, cfg.sim_scale.batch
         for first in range(self.run.start, cfg.train.episodes, size):
             if self.stop.requested:
                 return
             js = range(first, min(first + size, cfg.train.episodes))
             episodes, stats = self._batch_runner.run(
                 [training_env_seed(seed, j) for j in js], np.array([epsilon_at(j, cfg) for j in js]),
-                episode_rng(seed, EXPLORATION_STREAM, first), "train", lc.team_explore, lc.deviation_explore,
-                lc.deviation_rank_decay, lc.topology_explore, policy_version=first, replicas=lc.replicas,
-                replica_rng=episode_rng(seed, REPLICA_STREAM, first), gamma=lc.gamma)
+                episode_rng(seed, EXPLORATION_STREAM, first), "train", explore.team_explore, explore.deviation_explore,
+                explore.deviation_rank_decay, explore.topology_explore, policy_version=first,
+                noise_samples=cfg.sim_scale.noise_samples,
+                noise_rng=episode_rng(seed, NOISE_SAMPLE_STREAM, first), gamma=cfg.qmix.gamma)
             yield first, episodes, stats
 
 

@@ -1,0 +1,384 @@
+"""Training QMIX as a library call: :func:`train` trains one run from its config, :func:`evaluate`
+scores the trained network against every fixed topology on the held-out episodes, and
+:func:`train_and_evaluate` does both, writes results.json and the pictures, and prints the closing
+table (what ``python train_qmix.py`` runs)::
+
+    from learners.config import load_experiment
+    from learners.training import RunOptions, train_and_evaluate
+    cfg = load_experiment("configs/default.yaml", ["train.episodes=4096"])
+    train_and_evaluate(cfg, "runs/mine", RunOptions(progress=False))
+
+:func:`train` reads top to bottom: seed every stream, build the envs, the learner and the replay,
+(distil the teacher), then the loop over the training episodes: store, update, validate, log,
+checkpoint. Where the episodes come from (batched simulated team, episodes in flight, Ray) is
+:class:`learners.training_run.EpisodeSource`; the report (TensorBoard, results.json, pictures, the
+table) is :mod:`learners.report`. :func:`train_in_child` runs :func:`train_and_evaluate` in a child
+process (torch's threads and the training's memory apart from the caller's): the seeds runner and
+the QMIX controller use it.
+
+Writes to ``out_dir``: TensorBoard logs, ``config.json``, ``checkpoint.pt`` (every
+``train.checkpoint_every`` episodes and at the end), and after the evaluation ``results.json`` and
+the PNG pictures (:func:`learners.report.write_pictures`).
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import json
+import multiprocessing
+import random
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+from learners.batch_runner import BatchStats, EpisodeBatch
+from learners.buffer import EpisodeReplayBuffer, ReplayEpisode
+from learners.config import ExperimentConfig, moved_key
+from learners.distributed import require_ray  # imports Ray only when runtime.ray is set
+from learners.evaluation import QMIXPolicy, evaluate as evaluate_policy, load_checkpoint
+from learners.inflight import sibling_envs
+from learners.learner import QMIXLearner
+from learners.report import HeldOut, LogWindow, add_curve_point, curve_episodes, evaluate_held_out, print_report, save_results
+from learners.runner import EpisodeRunner, space_dims
+from learners.schedules import epsilon_at, lr_at
+from learners.teacher import imitate_teacher
+from learners.training_run import (EpisodeSource, GracefulStop, RunRecord, TrainingRun, add_spent, backend_failed,
+                                   keep_if_best, load_init_from, pick_device, reached, restore, save_checkpoint,
+                                   say_stopped, stop_at_budget)
+from topo_env.engine.backend_registry import BackendFailed, BackendUnavailable
+from topo_env.engine.cli import RunError
+from topo_env.engine.config_checks import ConfigError
+from topo_env.engine.seeding import REPLAY_STREAM, VALIDATION_SEED_OFFSET, episode_rng, held_out_seed
+from topo_env.frontends.comm_actions import N_ACTIONS
+from topo_env.frontends.parallel_env import TopologyParallelEnv
+from topo_env.frontends.vector_env import SimVectorEnv
+
+STOPPED = 130
+"""The exit status of a run stopped by Ctrl-C or a budget (checkpointed), as a shell reports SIGINT."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    """How a run executes and reports, beside its config; none of it changes what it learns.
+
+    ``checkpoint``: a loaded ``checkpoint.pt`` to continue from (a resumed run; its config is the
+    run's, :func:`learners.evaluation.resumed_config`); ``init_from``: another run's folder whose
+    networks the new run starts from; ``trace_out``: a JSONL file every training episode is appended
+    to (one-episode loop only); ``progress``: progress bars; ``pictures``: the PNGs at the end;
+    ``source``: what the closing lines name as where the config came from."""
+
+    checkpoint: dict | None = None
+    init_from: str | Path | None = None
+    trace_out: str | Path | None = None
+    progress: bool = True
+    pictures: bool = True
+    source: str = "the given config"
+
+
+def train_and_evaluate(cfg: ExperimentConfig, out_dir: str | Path, options: RunOptions = RunOptions()) -> int:
+    """Train (:func:`train`), evaluate on the held-out episodes (:func:`evaluate`), write
+    results.json and the pictures, print the closing table. Returns 0, or :data:`STOPPED` when
+    training stopped early (Ctrl-C or a budget: checkpointed; a second Ctrl-C: the last checkpoint
+    stands; continue with a resumed run)."""
+    try:
+        run = train(cfg, out_dir, options)
+    except KeyboardInterrupt:  # a second Ctrl-C (train said where the last checkpoint is)
+        return STOPPED
+    if run.stopped:
+        return STOPPED
+    held_out = evaluate(run, progress=options.progress)
+    pictures = save_results(run, held_out, options.init_from, pictures=options.pictures)
+    print_report(run, held_out, pictures, options.source, options.trace_out)
+    return 0
+
+
+def train(cfg: ExperimentConfig, out_dir: str | Path, options: RunOptions = RunOptions()) -> TrainingRun:
+    """Train QMIX on ``cfg`` into ``out_dir`` from episode 0 (or ``options.checkpoint``'s) to
+    ``train.episodes``, then a last validation check, learning-curve point and checkpoint for the
+    final network. Returns the run; ``run.stopped`` when Ctrl-C or a budget stopped it first
+    (checkpointed). A second Ctrl-C raises KeyboardInterrupt (the last checkpoint stands); a
+    backend that fails in training is a one-line RunError."""
+    cfg = effective_config(cfg, options)
+    run = build(cfg, Path(out_dir), options)
+    bar = tqdm(initial=run.start, total=cfg.train.episodes, desc="train", disable=not options.progress,
+               file=sys.stderr)
+    if cfg.runtime.compile:
+        print("runtime.compile: the first update compiles it (about 30 s on 2 cores; inductor caches the result "
+              "for later runs)", file=sys.stderr)
+    started = time.perf_counter()
+    stop = GracefulStop()  # Ctrl-C finishes the episodes in flight, checkpoints, and returns
+    run.committed, run.untouched = run.start, True
+    if cfg.train.curve_every and run.start == 0:
+        curve_point(run, 0)  # the untrained network (or the teacher's student)
+    if cfg.train.validate_every and run.start == 0 and run.record.teacher is not None:  # the teacher's student too
+        validate(run, 0)
+    source = EpisodeSource(run, stop)
+    try:
+        run.stopped = play(run, source, stop, LogWindow(run.writer, cfg.env.rounds, bar), bar)
+    except KeyboardInterrupt:  # a second Ctrl-C: the episodes in flight are lost, the last checkpoint stands
+        print(f"\ninterrupted; continue from the last checkpoint with --resume {run.out_dir}")
+        raise
+    except BackendUnavailable:  # no server from the start: nothing to keep; its own one-line message
+        raise
+    except BackendFailed as err:  # the team's server went down: keep what completed, say how to go on
+        raise backend_failed(run, err) from None
+    finally:
+        source.close()  # cancels the episodes still in flight, if any
+        bar.close()
+        stop.restore()
+    if run.stopped:
+        return run
+    run.seconds = time.perf_counter() - started
+    record, last = run.record, cfg.train.episodes
+    if cfg.train.validate_every and (not record.validation["history"] or record.validation["history"][-1]["episode"] != last):
+        validate(run, last)
+    if cfg.train.curve_every and (not record.held_out_curve or record.held_out_curve[-1]["episode"] != last):
+        curve_point(run, last)  # the last network
+    save_checkpoint(run, last)
+    return run
+
+
+def evaluate(run: TrainingRun, progress: bool = True) -> HeldOut:
+    """The trained run's held-out comparison: its network (the validation's pick, and the last
+    one where they differ), every fixed topology and the references on the same
+    ``train.eval_episodes`` held-out episodes of its seed (:func:`learners.report.evaluate_held_out`)."""
+    return evaluate_held_out(run, progress=progress)
+
+
+RESUME_OVERRIDABLE = frozenset({
+    "train.token_budget", "train.call_budget", "train.eval_episodes", "train.checkpoint_every", "train.references",
+    "runtime.episodes_in_flight", "runtime.ray", "runtime.ray.address", "runtime.ray.workers", "runtime.sync_every",
+    "env.backend.base_url", "env.backend.timeout_s", "env.backend.max_retries", "env.backend.backoff_s",
+    "env.backend.max_concurrency"})
+"""Keys that ``--set`` may change on a resumed run: budgets and reporting, and where and how
+patiently the team's server is reached (the rest would make it another experiment)."""
+
+
+def resumed_config(out_dir: str | Path, overrides: Sequence[str] = (),
+                   episodes: int | None = None) -> tuple[ExperimentConfig, dict]:
+    """A resumed run: the config saved in ``out_dir``'s checkpoint with the ``--set`` keys a
+    resumed run may change (:data:`RESUME_OVERRIDABLE`) and a new ``train.episodes``; and the
+    checkpoint (for :class:`RunOptions`)."""
+    out_dir = Path(out_dir)
+    for text in overrides:  # a resumed run is the same experiment: only its bookkeeping may change
+        key = ".".join(moved_key(tuple(text.split("=", 1)[0].split("."))))
+        if key not in RESUME_OVERRIDABLE:
+            raise ConfigError(f"--set {key}=... with --resume: only {sorted(RESUME_OVERRIDABLE)} may change")
+    if not (out_dir / "checkpoint.pt").is_file():
+        what = "has no checkpoint.pt" if out_dir.is_dir() else "does not exist"
+        raise ConfigError(f"--resume {str(out_dir)!r}: the directory {what}; give the --out directory of a "
+                          "train_qmix.py run that saved a checkpoint")
+    cfg, checkpoint = load_checkpoint(out_dir, [*overrides, *([f"train.episodes={episodes}"] if episodes else [])])
+    return cfg, checkpoint
+
+
+def effective_config(cfg: ExperimentConfig, options: RunOptions) -> ExperimentConfig:
+    """``cfg`` as its team runs it (:meth:`ExperimentConfig.effective`; its notes to stderr), a new
+    run's schedules fixed to its length (so that resuming it with more episodes does not move
+    them), and the combinations that cannot run refused in one line."""
+    cfg, notes = cfg.effective()
+    if options.checkpoint is None:
+        cfg = dataclasses.replace(
+            cfg, qmix=dataclasses.replace(cfg.qmix, lr_anneal_episodes=cfg.qmix.lr_anneal_episodes or cfg.train.episodes),
+            exploration=dataclasses.replace(cfg.exploration, eps_anneal_episodes=cfg.exploration.eps_anneal_episodes
+                                            or cfg.train.episodes))
+    for note in notes:
+        print(note, file=sys.stderr)
+    require_ray(cfg)
+    if options.checkpoint is not None and options.init_from:
+        raise ConfigError("--init-from with --resume: a resumed run continues from its own checkpoint")
+    if cfg.runtime.ray is not None and options.trace_out:
+        raise ConfigError("--trace-out with runtime.ray: the Ray workers record no traces; drop one of them")
+    if cfg.sim_scale.batched and options.trace_out:
+        raise ConfigError(f"--trace-out with sim_scale.batch={cfg.sim_scale.batch}: the batched simulated team records "
+                          "no traces; add --set sim_scale.batch=0 to play (and record) one episode at a time")
+    return cfg
+
+
+def build(cfg: ExperimentConfig, out_dir: Path, options: RunOptions) -> TrainingRun:
+    """Seed every random stream, then the envs (K = ``runtime.episodes_in_flight`` of each kind),
+    the learner and the replay; load ``init_from``'s networks or the checkpoint, or distil the
+    teacher into a new run's agent network; write config.json, open TensorBoard."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    seed, n, rounds, k = cfg.train.seed, cfg.env.n_agents, cfg.env.rounds, cfg.runtime.episodes_in_flight
+    torch.set_num_threads(cfg.runtime.torch_threads)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    device = pick_device(cfg.runtime.device)
+    train_env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="train"))
+    eval_env = TopologyParallelEnv(dataclasses.replace(cfg.env, split="eval"))
+    obs_dim, state_dim = space_dims(train_env)
+    if cfg.sim_scale.privileged_state:  # the mixer's state also holds the simulator's hidden variables
+        state_dim += SimVectorEnv(cfg.env, encoder=train_env.encoder).privileged_dim
+    learner = QMIXLearner(obs_dim, state_dim, n, N_ACTIONS, cfg.qmix, device,
+                          return_targets=cfg.sim_scale.noise_samples > 0, compile=cfg.runtime.compile)
+    buffer = EpisodeReplayBuffer(cfg.qmix.buffer_size, rounds, n, obs_dim, state_dim, N_ACTIONS)
+    if options.trace_out:
+        train_env.record(options.trace_out)
+    # K episodes in flight: K envs of each kind sharing one client; training episodes play on a
+    # snapshot of the weights taken at their launch (learners.inflight)
+    train_envs, eval_envs = sibling_envs(train_env, k), sibling_envs(eval_env, k)
+    runners = [EpisodeRunner(env, copy.deepcopy(learner.agent), device) for env in train_envs]
+    # validation episodes run on their own env instances, so training episodes are untouched
+    validation_envs = (sibling_envs(TopologyParallelEnv(dataclasses.replace(cfg.env, split="train")), k)
+                       if cfg.train.validate_every else [])
+    if options.init_from:
+        load_init_from(learner, cfg, options.init_from)
+    start, record = 0, RunRecord()
+    if options.checkpoint is not None:
+        start, record = restore(learner, buffer, options.checkpoint), RunRecord.of_checkpoint(options.checkpoint)
+    elif cfg.sim_scale.teacher_episodes and not options.init_from:  # before TD learning
+        record.teacher = imitate_teacher(cfg.env, cfg.sim_scale, learner.agent, seed, device, progress=options.progress)
+        learner.sync_targets(1.0)
+        # the teacher's search and demonstrations: simulator episodes
+        record.spent["simulator_episodes"] += record.teacher["demonstrations"] + record.teacher["search_episodes"]
+    (out_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+    return TrainingRun(cfg, out_dir, device, learner, buffer, train_envs, eval_envs, validation_envs, runners,
+                       writer=SummaryWriter(str(out_dir)), start=start, record=record)
+
+
+def play(run: TrainingRun, source: EpisodeSource, stop: GracefulStop, window: LogWindow, bar) -> bool:
+    """The training loop over ``source``'s episodes: store, update (:func:`learn`), keep the record
+    (:func:`keep_record`), checkpoint every ``train.checkpoint_every`` episodes. Returns True once a
+    requested stop has no episode left in flight (checkpointed), False at the end."""
+    overshoot = 0  # episodes in flight when a budget was reached (they finish: their tokens and calls are spent)
+    mark = time.perf_counter()
+    for first, episodes, stats in source:
+        run.time_split["rollouts"] += time.perf_counter() - mark
+        run.untouched = False
+        last = first + len(stats.reward) - 1  # episodes first..last, in index order
+        window.losses += learn(run, first, last, episodes, bar)
+        overshoot = keep_record(run, first, last, stats, window, stop, source) or overshoot
+        stopping = stop.requested and not source.in_flight()
+        if reached(run.cfg.train.checkpoint_every, first, last) or stopping:
+            save_checkpoint(run, last + 1)
+        run.committed, run.untouched = last + 1, True
+        if stopping:
+            say_stopped(run, overshoot)
+            return True
+        mark = time.perf_counter()
+    return False
+
+
+def learn(run: TrainingRun, first: int, last: int, episodes: EpisodeBatch | ReplayEpisode, bar) -> list[dict]:
+    """Store episodes ``first..last`` in the replay, then run each one's learning-rate schedule and
+    updates as in the one-episode loop: once the replay holds the warm-up, on every
+    ``qmix.episodes_per_update``-th episode j ``qmix.updates_per_episode`` updates on batches
+    drawn with j's replay stream. Returns the updates' losses."""
+    cfg, learner, buffer = run.cfg, run.learner, run.buffer
+    warmup = max(cfg.train.warmup_episodes, cfg.qmix.batch_size)
+    size_before = len(buffer)
+    if cfg.sim_scale.batched:  # an EpisodeBatch from the batch simulator, else one ReplayEpisode
+        buffer.add_batch(episodes)
+    else:
+        buffer.add(episodes)
+    bar.update(last + 1 - first)
+    updating, losses = time.perf_counter(), []
+    for j in range(first, last + 1):
+        learner.set_lr(lr_at(j, cfg))
+        if min(size_before + j - first + 1, buffer.capacity) >= warmup and j % cfg.qmix.episodes_per_update == 0:
+            sample_rng = episode_rng(cfg.train.seed, REPLAY_STREAM, j)
+            for _ in range(cfg.qmix.updates_per_episode):
+                losses.append(learner.update(buffer.sample(cfg.qmix.batch_size, sample_rng)))
+    run.time_split["updates"] += time.perf_counter() - updating
+    return losses
+
+
+def keep_record(run: TrainingRun, first: int, last: int, stats: BatchStats, window: LogWindow, stop: GracefulStop,
+                source: EpisodeSource) -> int:
+    """After episodes ``first..last``: validation check, spend, learning-curve point, budgets, log
+    window, each when its turn comes. Returns the overshoot where a budget stopped the run now
+    (:func:`learners.training_run.stop_at_budget`), else 0."""
+    cfg, spent = run.cfg, run.record.spent
+    if reached(cfg.train.validate_every, first, last):
+        validate(run, last + 1)
+    window.stats.append(stats)
+    add_spent(spent, stats.tokens.sum(), stats.calls.sum())
+    # each round of a batched episode is also played on noise_samples copies of it
+    spent["simulator_episodes"] += len(stats.reward) * cfg.sim_scale.noise_samples * cfg.env.rounds
+    if reached(cfg.train.curve_every, first, last):
+        curve_point(run, last + 1)
+    overshoot = stop_at_budget(cfg, spent, stop, source)
+    if stop.requested:  # a budget or a Ctrl-C: launch nothing more, finish what is in flight
+        source.stop_launching()
+    if reached(cfg.train.log_every, first, last):
+        run.record.curves.append(window.log(epsilon_at(last, cfg), last + 1))
+    return overshoot
+
+
+def validate(run: TrainingRun, episode: int) -> None:
+    """Score the greedy policy of the current network on the validation episodes (train-split
+    tasks, the same seeds every time) and keep a copy of it if it is the best so far
+    (:func:`learners.training_run.keep_if_best`); the tokens and LLM calls the check spent count
+    toward ``train.token_budget`` and ``train.call_budget``."""
+    cfg, envs = run.cfg, run.validation_envs
+    figures, _ = evaluate_policy(envs[0], QMIXPolicy(run.learner.agent, run.device), cfg.train.validate_episodes,
+                                 seed=cfg.train.seed + VALIDATION_SEED_OFFSET, split="train", progress=False,
+                                 siblings=envs[1:])
+    keep_if_best(run, episode, figures)
+    add_spent(run.record.spent, int(figures["total_tokens"]), round(figures["calls_per_task"] * figures["episodes"]))
+
+
+def curve_point(run: TrainingRun, episode: int) -> None:
+    """The learning curve's point after ``episode`` training episodes: the greedy policy of now on
+    the first ``curve_episodes`` held-out episodes (reporting only: no run decision reads it, and
+    its calls count toward no budget; :func:`learners.report.add_curve_point`)."""
+    cfg, envs = run.cfg, run.eval_envs
+    figures, _ = evaluate_policy(envs[0], QMIXPolicy(run.learner.agent, run.device), curve_episodes(cfg),
+                                 seed=held_out_seed(cfg.train.seed), split="eval", progress=False, siblings=envs[1:])
+    add_curve_point(run, episode, figures)
+
+
+# -- a run in a child process -----------------------------------------------------------------------
+
+
+def train_in_child(cfg: ExperimentConfig, out_dir: str | Path, options: RunOptions = RunOptions(),
+                   log: str | Path | None = None) -> int:
+    """:func:`train_and_evaluate` in a child process (spawned: torch's threads and the training's
+    memory stay apart from the caller's); its output goes to ``log`` (None: the caller's streams).
+    Returns its status: 0 done, :data:`STOPPED`, 2 a one-line error (in ``log``), 1 a crash."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return child_status(pool.submit(run_logged, cfg, out_dir, options, log))
+
+
+def child_status(future: Future) -> int:
+    """The status :func:`run_logged` returned in a child process, or 1 where the child died (a
+    signal, e.g. out of memory) before it could return one."""
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        return 1
+
+
+def run_logged(cfg: ExperimentConfig, out_dir: str | Path, options: RunOptions, log: str | Path | None) -> int:
+    """:func:`train_and_evaluate` with its output in ``log`` (None: as it is) and its errors as
+    statuses: a ConfigError, RunError or backend error is one line in the log and status 2, any
+    other exception its traceback and status 1 (what a child process reports back)."""
+    with contextlib.ExitStack() as stack:
+        if log is not None:
+            stream = stack.enter_context(open(log, "w"))
+            stack.enter_context(contextlib.redirect_stdout(stream))
+            stack.enter_context(contextlib.redirect_stderr(stream))
+        try:
+            return train_and_evaluate(cfg, out_dir, options)
+        except (ConfigError, RunError, BackendUnavailable, BackendFailed) as err:
+            print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+            return 2
+        except Exception:  # a bug: its traceback where the caller will look
+            traceback.print_exc()
+            return 1
+
+
+__all__ = ["RESUME_OVERRIDABLE", "STOPPED", "RunOptions", "evaluate", "resumed_config", "train", "train_and_evaluate",
+           "train_in_child"]
