@@ -72,7 +72,7 @@ class RunOptions:
     """How a run executes and reports, beside its config; none of it changes what it learns.
 
     ``checkpoint``: a loaded ``checkpoint.pt`` to continue from (a resumed run; its config is the
-    run's, :func:`learners.evaluation.resumed_config`); ``init_from``: another run's folder whose
+    run's, :func:`resumed_config`); ``init_from``: another run's folder whose
     networks the new run starts from; ``trace_out``: a JSONL file every training episode is appended
     to (one-episode loop only); ``progress``: progress bars; ``pictures``: the PNGs at the end;
     ``source``: what the closing lines name as where the config came from."""
@@ -90,10 +90,7 @@ def train_and_evaluate(cfg: ExperimentConfig, out_dir: str | Path, options: RunO
     results.json and the pictures, print the closing table. Returns 0, or :data:`STOPPED` when
     training stopped early (Ctrl-C or a budget: checkpointed; a second Ctrl-C: the last checkpoint
     stands; continue with a resumed run)."""
-    try:
-        run = train(cfg, out_dir, options)
-    except KeyboardInterrupt:  # a second Ctrl-C (train said where the last checkpoint is)
-        return STOPPED
+    run = train(cfg, out_dir, options)
     if run.stopped:
         return STOPPED
     held_out = evaluate(run, progress=options.progress)
@@ -106,8 +103,8 @@ def train(cfg: ExperimentConfig, out_dir: str | Path, options: RunOptions = RunO
     """Train QMIX on ``cfg`` into ``out_dir`` from episode 0 (or ``options.checkpoint``'s) to
     ``train.episodes``, then a last validation check, learning-curve point and checkpoint for the
     final network. Returns the run; ``run.stopped`` when Ctrl-C or a budget stopped it first
-    (checkpointed). A second Ctrl-C raises KeyboardInterrupt (the last checkpoint stands); a
-    backend that fails in training is a one-line RunError."""
+    (checkpointed at the end of the episodes in flight), or a second Ctrl-C interrupted it (the last
+    checkpoint stands). A backend that fails in training is a one-line RunError."""
     cfg = effective_config(cfg, options)
     run = build(cfg, Path(out_dir), options)
     bar = tqdm(initial=run.start, total=cfg.train.episodes, desc="train", disable=not options.progress,
@@ -127,7 +124,7 @@ def train(cfg: ExperimentConfig, out_dir: str | Path, options: RunOptions = RunO
         run.stopped = play(run, source, stop, LogWindow(run.writer, cfg.env.rounds, bar), bar)
     except KeyboardInterrupt:  # a second Ctrl-C: the episodes in flight are lost, the last checkpoint stands
         print(f"\ninterrupted; continue from the last checkpoint with --resume {run.out_dir}")
-        raise
+        run.stopped = True
     except BackendUnavailable:  # no server from the start: nothing to keep; its own one-line message
         raise
     except BackendFailed as err:  # the team's server went down: keep what completed, say how to go on
