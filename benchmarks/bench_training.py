@@ -57,8 +57,8 @@ def main() -> None:
     batch = cfg.sim_scale.batch or 1024
     loop = timed_run(args.loop_config, args.loop_episodes, ["sim_scale.batch=0"], args.device)
     common = [f"sim_scale.batch={batch}", "sim_scale.teacher_episodes=0"]
-    runs = {"one-episode loop (sim_batch 0)": loop,
-            f"batched (sim_batch {batch})": timed_run(args.config, args.batched_episodes, common, args.device),
+    runs = {"one-episode loop (sim_scale.batch 0)": loop,
+            f"batched (sim_scale.batch {batch})": timed_run(args.config, args.batched_episodes, common, args.device),
             "batched, no noise samples or privileged state": timed_run(
                 args.config, args.batched_episodes, common + ["sim_scale.noise_samples=0", "sim_scale.privileged_state=false"],
                 args.device)}
