@@ -16,6 +16,7 @@ same held-out episodes and its paired standard error, then every file it wrote.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -86,13 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         raise ConfigError("--real-calls, --finetune-calls and --sim-set belong to --sim2real")
     if args.seeds:
         return main_seeds(args, options)
-    if args.resume:
-        if args.init_from:
-            raise ConfigError("--init-from with --resume: a resumed run continues from its own checkpoint")
+    if args.resume:  # with --init-from: refused in one line by learners.training
         cfg, checkpoint = resumed_config(args.resume, args.set, args.episodes)
-        return train_and_evaluate(cfg, args.resume, RunOptions(
-            checkpoint=checkpoint, trace_out=args.trace_out, progress=options.progress, pictures=options.pictures,
-            source=f"the run resumed from {args.resume}"))
+        return train_and_evaluate(cfg, args.resume, dataclasses.replace(
+            options, checkpoint=checkpoint, source=f"the run resumed from {args.resume}"))
     cfg = load_experiment(args.config, [*args.set, *episodes_and_seed(args)])
     return train_and_evaluate(cfg, args.out or f"runs/qmix-{cfg.env.team_label}-seed{cfg.train.seed}", options)
 
