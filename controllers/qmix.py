@@ -62,7 +62,8 @@ class QMIXController(CommActionController):
         held-out episodes and no references or learning curve, in a child process (its output in
         ``run_dir/train.log`` unless ``progress``); then load the result. ``env`` is not played:
         QMIX trains on the PettingZoo front-end of the same team."""
-        from learners.training import RunOptions, train_in_child
+        from learners.child import train_in_child
+        from learners.training import RunOptions
 
         out = Path(self.run_dir) if self.run_dir is not None else Path(tempfile.mkdtemp(prefix="topomarl_qmix_"))
         out.mkdir(parents=True, exist_ok=True)

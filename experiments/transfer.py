@@ -29,7 +29,8 @@ import numpy as np
 import topo_env
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
 from learners.seeds import mean_and_se, run_seeds
-from learners.training import RunOptions, train_in_child
+from learners.child import train_in_child
+from learners.training import RunOptions
 from topo_env.fitting.explore import record_exploration
 from topo_env.fitting.fit import fit_profile, load_traces, write_profile
 from topo_env.sim.profiles import get_profile, with_overrides

@@ -24,7 +24,8 @@ import numpy as np
 from tqdm import tqdm
 
 from learners.config import ExperimentConfig
-from learners.training import RunOptions, child_status, run_logged
+from learners.child import child_status, run_logged
+from learners.training import RunOptions
 from topo_env.engine.cli import RunError, format_table
 
 FIGURES = ("reward", "accuracy", "tokens_per_task", "density")

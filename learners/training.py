@@ -12,9 +12,8 @@ table (what ``python train_qmix.py`` runs)::
 (distil the teacher), then the loop over the training episodes: store, update, validate, log,
 checkpoint. Where the episodes come from (batched simulated team, episodes in flight, Ray) is
 :class:`learners.training_run.EpisodeSource`; the report (TensorBoard, results.json, pictures, the
-table) is :mod:`learners.report`. :func:`train_in_child` runs :func:`train_and_evaluate` in a child
-process (torch's threads and the training's memory apart from the caller's): the seeds runner and
-the QMIX controller use it.
+table) is :mod:`learners.report`. :func:`learners.child.train_in_child` runs
+:func:`train_and_evaluate` in a child process (the seeds runner and the QMIX controller use it).
 
 Writes to ``out_dir``: TensorBoard logs, ``config.json``, ``checkpoint.pt`` (every
 ``train.checkpoint_every`` episodes and at the end), and after the evaluation ``results.json`` and
@@ -22,18 +21,13 @@ the PNG pictures (:func:`learners.report.write_pictures`).
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import json
-import multiprocessing
 import random
 import sys
 import time
-import traceback
 from collections.abc import Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +50,6 @@ from learners.training_run import (EpisodeSource, GracefulStop, RunRecord, Train
                                    keep_if_best, load_init_from, pick_device, reached, restore, save_checkpoint,
                                    say_stopped, stop_at_budget)
 from topo_env.engine.backend_registry import BackendFailed, BackendUnavailable
-from topo_env.engine.cli import RunError
 from topo_env.engine.config_checks import ConfigError
 from topo_env.engine.seeding import REPLAY_STREAM, VALIDATION_SEED_OFFSET, episode_rng, held_out_seed
 from topo_env.frontends.comm_actions import N_ACTIONS
@@ -75,7 +68,10 @@ class RunOptions:
     run's, :func:`resumed_config`); ``init_from``: another run's folder whose
     networks the new run starts from; ``trace_out``: a JSONL file every training episode is appended
     to (one-episode loop only); ``progress``: progress bars; ``pictures``: the PNGs at the end;
-    ``source``: what the closing lines name as where the config came from."""
+    ``source``: what the closing lines name as where the config came from; ``command``: the
+    command line that started the run (what a stop before the first checkpoint says to run
+    again); ``continue_with``: the command that continues the run after a stop (None:
+    ``python train_qmix.py --resume OUT_DIR``, or ``command`` where nothing was saved yet)."""
 
     checkpoint: dict | None = None
     init_from: str | Path | None = None
@@ -83,6 +79,8 @@ class RunOptions:
     progress: bool = True
     pictures: bool = True
     source: str = "the given config"
+    command: str | None = None
+    continue_with: str | None = None
 
 
 def train_and_evaluate(cfg: ExperimentConfig, out_dir: str | Path, options: RunOptions = RunOptions()) -> int:
@@ -337,45 +335,4 @@ def curve_point(run: TrainingRun, episode: int) -> None:
     add_curve_point(run, episode, figures)
 
 
-# -- a run in a child process -----------------------------------------------------------------------
-
-
-def train_in_child(cfg: ExperimentConfig, out_dir: str | Path, options: RunOptions = RunOptions(),
-                   log: str | Path | None = None) -> int:
-    """:func:`train_and_evaluate` in a child process (spawned: torch's threads and the training's
-    memory stay apart from the caller's); its output goes to ``log`` (None: the caller's streams).
-    Returns its status: 0 done, :data:`STOPPED`, 2 a one-line error (in ``log``), 1 a crash."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return child_status(pool.submit(run_logged, cfg, out_dir, options, log))
-
-
-def child_status(future: Future) -> int:
-    """The status :func:`run_logged` returned in a child process, or 1 where the child died (a
-    signal, e.g. out of memory) before it could return one."""
-    try:
-        return future.result()
-    except BrokenProcessPool:
-        return 1
-
-
-def run_logged(cfg: ExperimentConfig, out_dir: str | Path, options: RunOptions, log: str | Path | None) -> int:
-    """:func:`train_and_evaluate` with its output in ``log`` (None: as it is) and its errors as
-    statuses: a ConfigError, RunError or backend error is one line in the log and status 2, any
-    other exception its traceback and status 1 (what a child process reports back)."""
-    with contextlib.ExitStack() as stack:
-        if log is not None:
-            stream = stack.enter_context(open(log, "w"))
-            stack.enter_context(contextlib.redirect_stdout(stream))
-            stack.enter_context(contextlib.redirect_stderr(stream))
-        try:
-            return train_and_evaluate(cfg, out_dir, options)
-        except (ConfigError, RunError, BackendUnavailable, BackendFailed) as err:
-            print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
-            return 2
-        except Exception:  # a bug: its traceback where the caller will look
-            traceback.print_exc()
-            return 1
-
-
-__all__ = ["RESUME_OVERRIDABLE", "STOPPED", "RunOptions", "evaluate", "resumed_config", "train", "train_and_evaluate",
-           "train_in_child"]
+__all__ = ["RESUME_OVERRIDABLE", "STOPPED", "RunOptions", "evaluate", "resumed_config", "train", "train_and_evaluate"]
