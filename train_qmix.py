@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shlex
 import sys
 from pathlib import Path
 
@@ -79,8 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     """One training run from its command line. Returns the exit code: 0 done, 130 stopped (Ctrl-C
     or a budget: checkpointed) or interrupted (a second Ctrl-C: the last checkpoint stands)."""
     args = parse_args(argv)
+    command = " ".join([PROG, shlex.join(sys.argv[1:] if argv is None else argv)])
     options = RunOptions(init_from=args.init_from, trace_out=args.trace_out, progress=not args.no_progress,
-                         pictures=not args.no_pictures, source=f"config {args.config}")
+                         pictures=not args.no_pictures, source=f"config {args.config}", command=command)
     if args.sim2real:
         return main_sim2real(args, options)
     if args.real_calls or args.finetune_calls or args.sim_set:

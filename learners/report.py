@@ -18,6 +18,7 @@ from learners.evaluation import QMIXPolicy, held_out_comparison
 from learners.training_run import TrainingRun
 from topo_env.engine.backend_registry import BackendFailed, BackendUnavailable
 from topo_env.engine.cli import RunError, closing_note, format_table, points, standard_error_note
+from topo_env.engine.user_files import write_text_atomically
 from topo_env.frontends.comm_actions import N_ACTIONS
 from topo_env.frontends.plots import (draw_episodes, plot_action_distribution, plot_learning_curves,
                                       plot_sample_efficiency, save_figure)
@@ -64,12 +65,15 @@ def log_window(writer: SummaryWriter, window: list[BatchStats], losses: list[dic
 class LogWindow:
     """The training episodes' figures (``stats``) and the learner's losses (``losses``) since the
     last log point; :meth:`log` writes them (:func:`log_window`, and the progress bar's figures)
-    and starts a new window."""
+    and starts a new window. ``pending``: a run record's ``window`` (``{"stats", "losses"}``),
+    kept in place, so that a checkpoint holds the window and a resumed run goes on with it."""
 
-    def __init__(self, writer: SummaryWriter, rounds: int, bar):
+    def __init__(self, writer: SummaryWriter, rounds: int, bar, pending: dict[str, list] | None = None):
         self.writer, self.rounds, self.bar = writer, rounds, bar
-        self.stats: list[BatchStats] = []
-        self.losses: list[dict] = []
+        pending = pending if pending is not None else {"stats": [], "losses": []}
+        # the run record's lists themselves, so that a checkpoint saves the window as it stands
+        self.stats: list[BatchStats] = pending["stats"]
+        self.losses: list[dict] = pending["losses"]
 
     def log(self, epsilon: float, step: int) -> dict:
         """Log the window at episode ``step``; returns its learning-curve point (:func:`log_window`)."""
@@ -78,7 +82,8 @@ class LogWindow:
         self.bar.set_postfix(reward=f"{rewards_seen.mean():.3f}",
                              acc=f"{np.concatenate([w.accuracy for w in self.stats]).mean():.2f}",
                              tokens=f"{np.concatenate([w.tokens for w in self.stats]).mean():.0f}", eps=f"{epsilon:.2f}")
-        self.stats, self.losses = [], []
+        self.stats.clear()
+        self.losses.clear()
         return point
 
 
@@ -168,7 +173,7 @@ def save_results(run: TrainingRun, held_out: HeldOut, init_from: str | Path | No
     (:func:`write_pictures`) into ``run.out_dir``, then close the TensorBoard writer. Returns the
     pictures written."""
     summary = results_summary(run, held_out, init_from)
-    (run.out_dir / "results.json").write_text(json.dumps(summary, indent=2))
+    write_text_atomically(run.out_dir / "results.json", json.dumps(summary, indent=2))
     pictures = [] if not pictures else write_pictures(run.out_dir, run.cfg, run.record.curves, held_out.results,
                                                           held_out.traces["qmix"][:12], run.writer,
                                                           summary.get("learning_curve"))

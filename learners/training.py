@@ -48,16 +48,19 @@ from learners.schedules import epsilon_at, lr_at
 from learners.teacher import imitate_teacher
 from learners.training_run import (EpisodeSource, GracefulStop, RunRecord, TrainingRun, add_spent, backend_failed,
                                    keep_if_best, load_init_from, pick_device, reached, restore, save_checkpoint,
-                                   say_stopped, stop_at_budget)
+                                   say_stopped, say_stopped_in, set_aside_earlier_run, stop_at_budget)
 from topo_env.engine.backend_registry import BackendFailed, BackendUnavailable
+from topo_env.engine.cli import INTERRUPTED_STATUS
 from topo_env.engine.config_checks import ConfigError
+from topo_env.engine.user_files import output_dir, write_text_atomically
 from topo_env.engine.seeding import REPLAY_STREAM, VALIDATION_SEED_OFFSET, episode_rng, held_out_seed
 from topo_env.frontends.comm_actions import N_ACTIONS
 from topo_env.frontends.parallel_env import TopologyParallelEnv
 from topo_env.frontends.vector_env import SimVectorEnv
 
-STOPPED = 130
-"""The exit status of a run stopped by Ctrl-C or a budget (checkpointed), as a shell reports SIGINT."""
+STOPPED = INTERRUPTED_STATUS
+"""The exit status of a run stopped early, by Ctrl-C in any stage or by a budget (130, as a shell
+reports SIGINT)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,13 +89,17 @@ class RunOptions:
 def train_and_evaluate(cfg: ExperimentConfig, out_dir: str | Path, options: RunOptions = RunOptions()) -> int:
     """Train (:func:`train`), evaluate on the held-out episodes (:func:`evaluate`), write
     results.json and the pictures, print the closing table. Returns 0, or :data:`STOPPED` when
-    training stopped early (Ctrl-C or a budget: checkpointed; a second Ctrl-C: the last checkpoint
-    stands; continue with a resumed run)."""
+    a stage stopped early (Ctrl-C in any stage, or a budget), after one line saying where and the
+    command that continues (:func:`learners.training_run.say_stopped_in`)."""
     run = train(cfg, out_dir, options)
     if run.stopped:
         return STOPPED
-    held_out = evaluate(run, progress=options.progress)
-    pictures = save_results(run, held_out, options.init_from, pictures=options.pictures)
+    try:
+        held_out = evaluate(run, progress=options.progress)
+        pictures = save_results(run, held_out, options.init_from, pictures=options.pictures)
+    except KeyboardInterrupt:  # training is complete and checkpointed: a resumed run only evaluates
+        say_stopped_in(run, "the held-out evaluation")
+        return STOPPED
     print_report(run, held_out, pictures, options.source, options.trace_out)
     return 0
 
@@ -100,29 +107,47 @@ def train_and_evaluate(cfg: ExperimentConfig, out_dir: str | Path, options: RunO
 def train(cfg: ExperimentConfig, out_dir: str | Path, options: RunOptions = RunOptions()) -> TrainingRun:
     """Train QMIX on ``cfg`` into ``out_dir`` from episode 0 (or ``options.checkpoint``'s) to
     ``train.episodes``, then a last validation check, learning-curve point and checkpoint for the
-    final network. Returns the run; ``run.stopped`` when Ctrl-C or a budget stopped it first
-    (checkpointed at the end of the episodes in flight), or a second Ctrl-C interrupted it (the last
-    checkpoint stands). A backend that fails in training is a one-line RunError."""
+    final network. Returns the run; ``run.stopped`` (after one line saying where and how to go on)
+    when Ctrl-C or a budget stopped it first: in TD training at the end of the episodes in flight,
+    checkpointed; a second Ctrl-C there, or one in the teacher stage or the final checks, at once
+    (the last checkpoint stands). A new run first moves an earlier run's files in ``out_dir``
+    aside (:func:`learners.training_run.set_aside_earlier_run`). A backend that fails in training
+    is a one-line RunError; an ``out_dir`` that cannot be a folder a one-line ConfigError."""
     cfg = effective_config(cfg, options)
-    run = build(cfg, Path(out_dir), options)
+    out_dir = output_dir(out_dir)
+    if options.checkpoint is None:
+        set_aside_earlier_run(out_dir)
+    setting_up = GracefulStop()  # Ctrl-C while setting up (a second one: at once): stop once it is set up
+    try:
+        run = build(cfg, out_dir, options)
+    finally:
+        setting_up.restore()
+    if setting_up.requested:
+        say_stopped_in(run, "setting up the run")
+        return run
+    if cfg.sim_scale.teacher_episodes and options.checkpoint is None and not options.init_from:  # before TD learning
+        try:
+            distil_teacher(run, options.progress)
+        except KeyboardInterrupt:
+            say_stopped_in(run, "the teacher stage")
+            return run
     bar = tqdm(initial=run.start, total=cfg.train.episodes, desc="train", disable=not options.progress,
                file=sys.stderr)
     if cfg.runtime.compile:
         print("runtime.compile: the first update compiles it (about 30 s on 2 cores; inductor caches the result "
               "for later runs)", file=sys.stderr)
-    started = time.perf_counter()
+    run.started = time.perf_counter()
     stop = GracefulStop()  # Ctrl-C finishes the episodes in flight, checkpoints, and returns
     run.committed, run.untouched = run.start, True
-    if cfg.train.curve_every and run.start == 0:
-        curve_point(run, 0)  # the untrained network (or the teacher's student)
-    if cfg.train.validate_every and run.start == 0 and run.record.teacher is not None:  # the teacher's student too
-        validate(run, 0)
     source = EpisodeSource(run, stop)
     try:
-        run.stopped = play(run, source, stop, LogWindow(run.writer, cfg.env.rounds, bar), bar)
+        if cfg.train.curve_every and run.start == 0:
+            curve_point(run, 0)  # the untrained network (or the teacher's student)
+        if cfg.train.validate_every and run.start == 0 and run.record.teacher is not None:  # the teacher's student too
+            validate(run, 0)
+        play(run, source, stop, LogWindow(run.writer, cfg.env.rounds, bar, run.record.window), bar)
     except KeyboardInterrupt:  # a second Ctrl-C: the episodes in flight are lost, the last checkpoint stands
-        print(f"\ninterrupted; continue from the last checkpoint with --resume {run.out_dir}")
-        run.stopped = True
+        say_stopped_in(run, "training")
     except BackendUnavailable:  # no server from the start: nothing to keep; its own one-line message
         raise
     except BackendFailed as err:  # the team's server went down: keep what completed, say how to go on
@@ -133,13 +158,17 @@ def train(cfg: ExperimentConfig, out_dir: str | Path, options: RunOptions = RunO
         stop.restore()
     if run.stopped:
         return run
-    run.seconds = time.perf_counter() - started
     record, last = run.record, cfg.train.episodes
-    if cfg.train.validate_every and (not record.validation["history"] or record.validation["history"][-1]["episode"] != last):
-        validate(run, last)
-    if cfg.train.curve_every and (not record.held_out_curve or record.held_out_curve[-1]["episode"] != last):
-        curve_point(run, last)  # the last network
-    save_checkpoint(run, last)
+    record.seconds, run.started = run.seconds, 0.0  # the TD training's wall time, over the whole run
+    try:
+        if cfg.train.validate_every and (not record.validation["history"]
+                                         or record.validation["history"][-1]["episode"] != last):
+            validate(run, last)
+        if cfg.train.curve_every and (not record.held_out_curve or record.held_out_curve[-1]["episode"] != last):
+            curve_point(run, last)  # the last network
+        save_checkpoint(run, last)
+    except KeyboardInterrupt:
+        say_stopped_in(run, "the final checks of the trained network")
     return run
 
 
@@ -162,8 +191,8 @@ patiently the team's server is reached (the rest would make it another experimen
 def resumed_config(out_dir: str | Path, overrides: Sequence[str] = (),
                    episodes: int | None = None) -> tuple[ExperimentConfig, dict]:
     """A resumed run: the config saved in ``out_dir``'s checkpoint with the ``--set`` keys a
-    resumed run may change (:data:`RESUME_OVERRIDABLE`) and a new ``train.episodes``; and the
-    checkpoint (for :class:`RunOptions`)."""
+    resumed run may change (:data:`RESUME_OVERRIDABLE`) and a new ``train.episodes`` (not below
+    the episodes trained: a one-line ConfigError); and the checkpoint (for :class:`RunOptions`)."""
     out_dir = Path(out_dir)
     for text in overrides:  # a resumed run is the same experiment: only its bookkeeping may change
         key = ".".join(moved_key(tuple(text.split("=", 1)[0].split("."))))
@@ -174,6 +203,11 @@ def resumed_config(out_dir: str | Path, overrides: Sequence[str] = (),
         raise ConfigError(f"--resume {str(out_dir)!r}: the directory {what}; give the --out directory of a "
                           "train_qmix.py run that saved a checkpoint")
     cfg, checkpoint = load_checkpoint(out_dir, [*overrides, *([f"train.episodes={episodes}"] if episodes else [])])
+    trained = int(checkpoint["episode"])
+    if cfg.train.episodes < trained:
+        raise ConfigError(f"--resume {str(out_dir)!r} --episodes {cfg.train.episodes}: the run has trained {trained} "
+                          f"episodes already; give --episodes {trained} or more (or leave it out: "
+                          f"{checkpoint['config']['train']['episodes']})")
     return cfg, checkpoint
 
 
@@ -202,9 +236,8 @@ def effective_config(cfg: ExperimentConfig, options: RunOptions) -> ExperimentCo
 
 def build(cfg: ExperimentConfig, out_dir: Path, options: RunOptions) -> TrainingRun:
     """Seed every random stream, then the envs (K = ``runtime.episodes_in_flight`` of each kind),
-    the learner and the replay; load ``init_from``'s networks or the checkpoint, or distil the
-    teacher into a new run's agent network; write config.json, open TensorBoard."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    the learner and the replay; load ``init_from``'s networks or the checkpoint; write
+    config.json, open TensorBoard."""
     seed, n, rounds, k = cfg.train.seed, cfg.env.n_agents, cfg.env.rounds, cfg.runtime.episodes_in_flight
     torch.set_num_threads(cfg.runtime.torch_threads)
     random.seed(seed)
@@ -233,27 +266,35 @@ def build(cfg: ExperimentConfig, out_dir: Path, options: RunOptions) -> Training
     start, record = 0, RunRecord()
     if options.checkpoint is not None:
         start, record = restore(learner, buffer, options.checkpoint), RunRecord.of_checkpoint(options.checkpoint)
-    elif cfg.sim_scale.teacher_episodes and not options.init_from:  # before TD learning
-        record.teacher = imitate_teacher(cfg.env, cfg.sim_scale, learner.agent, seed, device, progress=options.progress)
-        learner.sync_targets(1.0)
-        # the teacher's search and demonstrations: simulator episodes
-        record.spent["simulator_episodes"] += record.teacher["demonstrations"] + record.teacher["search_episodes"]
-    (out_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+    write_text_atomically(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2))
     return TrainingRun(cfg, out_dir, device, learner, buffer, train_envs, eval_envs, validation_envs, runners,
-                       writer=SummaryWriter(str(out_dir)), start=start, record=record)
+                       writer=SummaryWriter(str(out_dir)), start=start, record=record,
+                       saved=start if options.checkpoint is not None else None, command=options.command,
+                       continue_with=options.continue_with)
 
 
-def play(run: TrainingRun, source: EpisodeSource, stop: GracefulStop, window: LogWindow, bar) -> bool:
+def distil_teacher(run: TrainingRun, progress: bool) -> None:
+    """The teacher stage of a new run (``sim_scale.teacher_*``): distil the teacher's policy into
+    the agent network (:func:`learners.teacher.imitate_teacher`) before TD learning."""
+    cfg, record = run.cfg, run.record
+    record.teacher = imitate_teacher(cfg.env, cfg.sim_scale, run.learner.agent, cfg.train.seed, run.device,
+                                     progress=progress)
+    run.learner.sync_targets(1.0)
+    # the teacher's search and demonstrations: simulator episodes
+    record.spent["simulator_episodes"] += record.teacher["demonstrations"] + record.teacher["search_episodes"]
+
+
+def play(run: TrainingRun, source: EpisodeSource, stop: GracefulStop, window: LogWindow, bar) -> None:
     """The training loop over ``source``'s episodes: store, update (:func:`learn`), keep the record
-    (:func:`keep_record`), checkpoint every ``train.checkpoint_every`` episodes. Returns True once a
-    requested stop has no episode left in flight (checkpointed), False at the end."""
+    (:func:`keep_record`), checkpoint every ``train.checkpoint_every`` episodes. Ends early once a
+    requested stop has no episode left in flight: checkpointed, ``run.stopped``."""
     overshoot = 0  # episodes in flight when a budget was reached (they finish: their tokens and calls are spent)
     mark = time.perf_counter()
     for first, episodes, stats in source:
         run.time_split["rollouts"] += time.perf_counter() - mark
         run.untouched = False
         last = first + len(stats.reward) - 1  # episodes first..last, in index order
-        window.losses += learn(run, first, last, episodes, bar)
+        window.losses.extend(learn(run, first, last, episodes, bar))
         overshoot = keep_record(run, first, last, stats, window, stop, source) or overshoot
         stopping = stop.requested and not source.in_flight()
         if reached(run.cfg.train.checkpoint_every, first, last) or stopping:
@@ -261,9 +302,8 @@ def play(run: TrainingRun, source: EpisodeSource, stop: GracefulStop, window: Lo
         run.committed, run.untouched = last + 1, True
         if stopping:
             say_stopped(run, overshoot)
-            return True
+            return
         mark = time.perf_counter()
-    return False
 
 
 def learn(run: TrainingRun, first: int, last: int, episodes: EpisodeBatch | ReplayEpisode, bar) -> list[dict]:

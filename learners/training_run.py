@@ -7,8 +7,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import random
+import shlex
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -27,6 +29,7 @@ from learners.runner import EpisodeRunner
 from learners.schedules import epsilon_at
 from topo_env.engine.cli import RunError
 from topo_env.engine.config_checks import ConfigError
+from topo_env.engine.user_files import write_atomically
 from topo_env.engine.seeding import EXPLORATION_STREAM, NOISE_SAMPLE_STREAM, episode_rng, training_env_seed
 from topo_env.frontends.parallel_env import TopologyParallelEnv
 from topo_env.frontends.vector_env import SimVectorEnv
@@ -40,12 +43,19 @@ class RunRecord:
     "agent": state_dict} or None}``; ``curves``: the log windows' points
     (:func:`learners.report.log_window`); ``held_out_curve``: the learning curve's points;
     ``spent``: ``{"tokens", "calls", "simulator_episodes"}`` of training and validation (toward
-    ``train.token_budget`` and ``train.call_budget``); ``teacher``: the teacher stage's report."""
+    ``train.token_budget`` and ``train.call_budget``); ``teacher``: the teacher stage's report;
+    ``seconds`` and ``time_split`` (``{"rollouts", "updates"}``): the TD training's wall time and
+    its seconds waiting for episodes and in gradient updates, over every part of a resumed run;
+    ``window``: the log window's training episodes (``stats``, BatchStats) and ``losses`` since
+    its last point, so that a resumed run's first window covers the interruption."""
     validation: dict = dataclasses.field(default_factory=lambda: {"history": [], "best": None})
     curves: list[dict] = dataclasses.field(default_factory=list)
     held_out_curve: list[dict] = dataclasses.field(default_factory=list)
     spent: dict[str, int] = dataclasses.field(default_factory=lambda: {"tokens": 0, "calls": 0, "simulator_episodes": 0})
     teacher: dict | None = None
+    seconds: float = 0.0
+    time_split: dict[str, float] = dataclasses.field(default_factory=lambda: {"rollouts": 0.0, "updates": 0.0})
+    window: dict[str, list] = dataclasses.field(default_factory=lambda: {"stats": [], "losses": []})
 
     @classmethod
     def of_checkpoint(cls, checkpoint: dict[str, Any]) -> "RunRecord":
@@ -54,7 +64,9 @@ class RunRecord:
                    curves=list(checkpoint.get("curves", [])), held_out_curve=list(checkpoint.get("held_out_curve", [])),
                    spent={"tokens": int(checkpoint.get("tokens_spent", 0)), "calls": int(checkpoint.get("calls_spent", 0)),
                           "simulator_episodes": int(checkpoint.get("simulator_episodes_spent", 0))},
-                   teacher=checkpoint.get("teacher"))
+                   teacher=checkpoint.get("teacher"), seconds=float(checkpoint.get("seconds", 0.0)),
+                   time_split=dict(checkpoint.get("time_split") or {"rollouts": 0.0, "updates": 0.0}),
+                   window=checkpoint.get("log_window") or {"stats": [], "losses": []})
 
 
 @dataclasses.dataclass
@@ -64,9 +76,11 @@ class TrainingRun:
     ``train.validate_every``); ``runners``: one per training env, each with its own copy of the
     agent network; ``start``: the episode training starts at (a resumed run's checkpoint);
     ``committed``: the episodes the learner and the replay hold, and ``untouched`` whether they hold
-    exactly those (no later episode half stored); ``time_split``: seconds waiting for episodes and
-    in gradient updates; ``seconds``: the training's wall time, once it finished; ``stopped``:
-    Ctrl-C or a budget ended it early (checkpointed)."""
+    exactly those (no later episode half stored); ``started``: when this process's part of the
+    TD training began (``time.perf_counter``); ``saved``: the episode of the run's latest
+    checkpoint on disk (None: none yet); ``stopped``: Ctrl-C or a budget ended it early, and
+    ``stop_reason`` which ("interrupted" or "budget"); ``command`` and ``continue_with``: as in
+    :class:`learners.training.RunOptions` (what the closing lines tell to run)."""
     cfg: ExperimentConfig
     out_dir: Path
     device: torch.device
@@ -81,9 +95,22 @@ class TrainingRun:
     record: RunRecord = dataclasses.field(default_factory=RunRecord)
     committed: int = 0
     untouched: bool = True
-    time_split: dict[str, float] = dataclasses.field(default_factory=lambda: {"rollouts": 0.0, "updates": 0.0})
-    seconds: float = 0.0
+    started: float = 0.0
+    saved: int | None = None
     stopped: bool = False
+    stop_reason: str | None = None
+    command: str | None = None
+    continue_with: str | None = None
+
+    @property
+    def time_split(self) -> dict[str, float]:
+        """Seconds waiting for episodes and in gradient updates, over the whole run."""
+        return self.record.time_split
+
+    @property
+    def seconds(self) -> float:
+        """The TD training's wall time over the whole run (earlier parts of a resumed run included)."""
+        return self.record.seconds + (time.perf_counter() - self.started if self.started else 0.0)
 
 
 class GracefulStop:
@@ -144,8 +171,9 @@ def restore(learner: QMIXLearner, buffer: EpisodeReplayBuffer, checkpoint: dict[
 
 def save_checkpoint(run: TrainingRun, episode: int) -> None:
     """``run.out_dir/checkpoint.pt`` after ``episode`` episodes: config, learner, record, random
-    streams and (with ``train.save_buffer``) the replay. Written atomically; a failed write leaves
-    the previous checkpoint and raises a one-line RunError."""
+    streams and (with ``train.save_buffer``) the replay. Written atomically and durably
+    (:func:`topo_env.engine.user_files.write_atomically`); a failed write (a full disk, an I/O
+    error) removes its temporary file, leaves the previous checkpoint and raises a one-line RunError."""
     path, cfg, record = run.out_dir / "checkpoint.pt", run.cfg, run.record
     state = {"config": cfg.to_dict(), "learner": run.learner.state_dict(), "episode": episode,
              "curves": list(record.curves),
@@ -153,17 +181,66 @@ def save_checkpoint(run: TrainingRun, episode: int) -> None:
              "simulator_episodes_spent": int(record.spent.get("simulator_episodes", 0)), "teacher": record.teacher,
              "validation": record.validation,
              "held_out_curve": list(record.held_out_curve),
+             "seconds": run.seconds, "time_split": dict(record.time_split),
+             "log_window": {"stats": list(record.window["stats"]), "losses": list(record.window["losses"])},
              "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
              "buffer": run.buffer.state_dict() if cfg.train.save_buffer else None}
-    tmp = path.with_suffix(".tmp")
     try:
-        torch.save(state, tmp)
-        tmp.replace(path)  # never leave a half-written checkpoint behind
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        kept = f"the previous checkpoint {path} is intact" if path.exists() else "no earlier checkpoint exists"
-        raise RunError(f"could not write the checkpoint of episode {episode} to {path} "
-                       f"({err.strerror or err}); {kept}: make room, then continue with --resume {path.parent}") from None
+        write_atomically(path, lambda fh: torch.save(state, fh))
+    except (OSError, RuntimeError) as err:  # torch reports a full disk as RuntimeError ("enforce fail ...")
+        kept = (f"the previous checkpoint (episode {run.saved}) is intact" if run.saved is not None and path.exists()
+                else "no earlier checkpoint exists")
+        reason = getattr(err, "strerror", None) or " ".join(str(err).split())[:160]
+        raise RunError(f"could not write the checkpoint of episode {episode} to {path} ({reason}); {kept}: "
+                       f"make room (a full disk?), then {continue_hint(run)}") from None
+    run.saved = episode
+
+
+def resume_command(out_dir: Path) -> str:
+    """The command that continues a checkpointed run in ``out_dir``."""
+    return f"python train_qmix.py --resume {shlex.quote(str(out_dir))}"
+
+
+def continue_hint(run: TrainingRun) -> str:
+    """What continues ``run`` from its latest checkpoint, or starts it again where it has none."""
+    if run.continue_with:
+        return f"continue with: {run.continue_with}"
+    if run.saved is not None:
+        return f"continue with: {resume_command(run.out_dir)}"
+    return f"start again with: {run.command}" if run.command else "start it again (nothing was saved yet)"
+
+
+def say_stopped_in(run: TrainingRun, stage: str, reason: str = "interrupted") -> None:
+    """The one line of a run stopped in ``stage`` (Ctrl-C; or a budget): what is kept and the
+    command that continues (:func:`continue_hint`); marks it stopped."""
+    kept = (f"the checkpoint at episode {run.saved} in {run.out_dir} stands" if run.saved is not None
+            else "nothing was saved yet")
+    print(f"\nstopped in {stage}: {kept}; {continue_hint(run)}", flush=True)
+    run.stopped, run.stop_reason = True, reason
+
+
+RUN_FILES = ("config.json", "checkpoint.pt", "checkpoint.pt.tmp", "results.json", "*.png", "events.out.tfevents.*")
+"""What a training run writes into its folder (:func:`set_aside_earlier_run` moves them)."""
+
+
+def set_aside_earlier_run(out_dir: Path) -> Path | None:
+    """Before a new (not resumed) run in ``out_dir``: move an earlier run's files there
+    (:data:`RUN_FILES`) into ``out_dir/earlier/<UTC time>/``, so that none of them looks like the
+    new run's and none is lost; says so in one stderr line. Returns that folder, or None."""
+    found = sorted({f for pattern in RUN_FILES for f in out_dir.glob(pattern) if f.is_file()})
+    if not found:
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside = out_dir / "earlier" / stamp
+    for n in range(1, 1000):
+        if not aside.exists():
+            break
+        aside = out_dir / "earlier" / f"{stamp}-{n}"
+    aside.mkdir(parents=True)
+    for f in found:
+        f.rename(aside / f.name)
+    print(f"{out_dir} held an earlier run: moved its {len(found)} file(s) to {aside}", file=sys.stderr)
+    return aside
 
 
 class EpisodeSource:
@@ -272,12 +349,12 @@ def stop_at_budget(cfg: ExperimentConfig, spent: dict[str, int], stop: GracefulS
 
 def say_stopped(run: TrainingRun, overshoot: int) -> None:
     """The closing lines of a run stopped by Ctrl-C or a budget, checkpointed at ``run.committed``."""
-    cfg, spent, out_dir = run.cfg, run.record.spent, run.out_dir
+    cfg, spent = run.cfg, run.record.spent
     if overshoot:
         print(f"spent {spent['tokens']} tokens (budget {cfg.train.token_budget or 'none'}) and "
               f"{spent['calls']} calls (budget {cfg.train.call_budget or 'none'}), the overshoot from the "
               f"{overshoot} episode(s) started before the budget was reached", file=sys.stderr)
-    print(f"\nstopped: checkpoint at episode {run.committed} in {out_dir}; continue with --resume {out_dir}")
+    say_stopped_in(run, "training", reason="budget" if budget_reached(cfg, spent) else "interrupted")
 
 
 def backend_failed(run: TrainingRun, err: Exception) -> RunError:
@@ -289,7 +366,7 @@ def backend_failed(run: TrainingRun, err: Exception) -> RunError:
     else:
         kept = "the last periodic checkpoint stands"
     return RunError(f"the team's backend failed in training episode {run.committed + 1} ({err}); {kept} in "
-                    f"{run.out_dir}: continue with --resume {run.out_dir} once it serves again (add --set "
+                    f"{run.out_dir}: once it serves again, {continue_hint(run)} (add --set "
                     "env.backend.base_url=... if its address changed)")
 
 

@@ -63,23 +63,28 @@ def sim_run(out, *extra):
                             "--set", "train.log_every=4", *extra])
 
 
-def test_a_full_disk_at_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch):
+@pytest.mark.parametrize("full_disk", [
+    OSError(errno.ENOSPC, "No space left on device"),
+    # how torch's zip writer reports it
+    RuntimeError("[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file data/0: "
+                 "file write failed")], ids=["oserror", "torch"])
+def test_a_full_disk_at_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch, full_disk):
     assert sim_run(tmp_path / "straight") == 0
     real_save, saves = torch.save, {"n": 0}
 
-    def save(obj, path, *args, **kwargs):
+    def save(obj, fh, *args, **kwargs):
         saves["n"] += 1
-        if saves["n"] == 2:  # the checkpoint of episode 8
-            with open(path, "wb") as fh:
-                fh.write(b"half a checkpoint")
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real_save(obj, path, *args, **kwargs)
+        if saves["n"] == 2:  # the checkpoint of episode 8: half written, then the disk is full
+            fh.write(b"half a checkpoint")
+            raise full_disk
+        return real_save(obj, fh, *args, **kwargs)
 
     monkeypatch.setattr(torch, "save", save)  # train_qmix.py's checkpoints (learners/training_run.py)
-    with pytest.raises(RunError, match=r"No space left on device\); the previous checkpoint .* is intact"):
+    with pytest.raises(RunError, match=r"the previous checkpoint \(episode 4\) is intact") as err:
         sim_run(tmp_path / "full")
+    assert "\n" not in str(err.value) and "--resume" in str(err.value)
     monkeypatch.undo()
-    assert not (tmp_path / "full" / "checkpoint.tmp").exists()
+    assert sorted(f.name for f in (tmp_path / "full").glob("checkpoint*")) == ["checkpoint.pt"]
     assert torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=False)["episode"] == 4
     assert train_qmix.main(["--resume", str(tmp_path / "full"), "--no-progress", "--no-pictures"]) == 0
     assert_same_run(tmp_path / "straight", tmp_path / "full")

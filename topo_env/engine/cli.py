@@ -20,6 +20,8 @@ from topo_env.engine.config_checks import ConfigError, parse_yaml
 
 ERROR_STATUS = 2
 """Exit status of a refused input (argparse's)."""
+INTERRUPTED_STATUS = 130
+"""Exit status of a program stopped by Ctrl-C (as a shell reports SIGINT)."""
 
 
 
@@ -44,14 +46,17 @@ class RunError(RuntimeError):
 
 def run_main(main: Callable[[], int], prog: str) -> int:
     """``main()``'s status; a ConfigError, a backend that is unavailable or failed for good, or a
-    :class:`RunError` becomes one line on stderr and status 2 (other exceptions are bugs and keep
-    their traceback)."""
+    :class:`RunError` becomes one line on stderr and status 2, a Ctrl-C that ``main`` did not
+    handle itself one line and status 130 (other exceptions are bugs and keep their traceback)."""
     try:
         return main()
     except (ConfigError, BackendUnavailable, RunError) as err:
         fail(prog, str(err))
     except BackendFailed as err:
         fail(prog, f"the team's backend failed: {err}")
+    except KeyboardInterrupt:  # where a program has no stage of its own to say where it stopped
+        print(f"\n{prog}: interrupted (Ctrl-C); what it wrote so far is kept", file=sys.stderr)
+        sys.exit(INTERRUPTED_STATUS)
 
 
 def positive_int(text: str) -> int:
