@@ -133,7 +133,7 @@ def main_sim2real(args: argparse.Namespace, options: RunOptions) -> int:
     real = load_experiment(args.config, [*args.set, *([f"train.seed={args.seed}"] if args.seed is not None else [])])
     out = Path(args.out or f"runs/sim2real-seed{real.train.seed}")
     return sim2real.run(real, out, args.real_calls, finetune_calls=args.finetune_calls or 0, sim_sets=args.sim_set,
-                        sim_episodes=args.episodes, progress=options.progress)
+                        sim_episodes=args.episodes, progress=options.progress, command=options.command)
 
 
 if __name__ == "__main__":

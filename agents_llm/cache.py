@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from topo_env.engine.config_checks import ConfigError
+
 
 def request_key(base_url: str, model: str, messages: list[dict], params: dict[str, Any], sample_index: int) -> str:
     """Stable hex key of one request (JSON with sorted keys, hashed)."""
@@ -38,21 +40,37 @@ class ResponseCache:
         if self._conn is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)")
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)")
+            except BaseException:
+                conn.close()
+                raise
             self._conn = conn
         return self._conn
 
+    def _execute(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
+        """``sql`` on the cache file; a file that is not an sqlite database, or a damaged one, is a
+        one-line ConfigError naming it and what to do (a locked or full disk stays an OperationalError)."""
+        try:
+            return self._connection().execute(sql, params)
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as err:
+            raise ConfigError(f"{self.path}: the LLM response cache is not a readable sqlite database (truncated or "
+                              f"damaged: {err}); delete it (it only saves repeated calls) or set "
+                              "env.backend.cache_path to another file") from None
+
     def get(self, key: str) -> dict | None:
-        row = self._connection().execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+        row = self._execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
         return None if row is None else json.loads(row[0])
 
     def put(self, key: str, value: dict) -> None:
-        self._connection().execute("INSERT OR REPLACE INTO responses (key, value, created) VALUES (?, ?, ?)",
-                                   (key, json.dumps(value, ensure_ascii=False), time.time()))
+        self._execute("INSERT OR REPLACE INTO responses (key, value, created) VALUES (?, ?, ?)",
+                      (key, json.dumps(value, ensure_ascii=False), time.time()))
 
     def __len__(self) -> int:
-        return self._connection().execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        return self._execute("SELECT COUNT(*) FROM responses").fetchone()[0]
 
     def close(self) -> None:
         if self._conn is not None:

@@ -29,10 +29,11 @@ def load_dataset(name: str, key: str = "dataset", domain: str | None = None) -> 
     if not path.is_file():
         raise ConfigError(f"{key}={name!r}: no such dataset; give one of {sorted(BUILT_IN)} or the path of a JSONL "
                           "task file (schema in agents_llm.tasks)")
+    remedy = "fix the file (one JSON task a line, schema in agents_llm.tasks) or give another dataset"
     try:
         tasks = load_jsonl(path, domain)
-    except (ValueError, OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{key}={name!r}: {err}") from None
+    except (ValueError, OSError) as err:
+        raise ConfigError(f"{key}={name!r}: {err}; {remedy}") from None
     if not tasks:
-        raise ConfigError(f"{key}={name!r} holds no {domain + ' ' if domain else ''}tasks")
+        raise ConfigError(f"{key}={name!r} holds no {domain + ' ' if domain else ''}tasks (an empty file?); {remedy}")
     return tasks

@@ -247,8 +247,12 @@ def load_jsonl(path: str | Path, domain: str | None = None) -> list[Task]:
         raise ValueError(f"domain must be one of {list(DOMAINS)}, got {domain!r}")
     tasks: list[Task] = []
     first_line: dict[str, int] = {}
-    with path.open("r", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    with path.open("rb") as fh:  # decoded line by line: a damaged line is named by its number
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"{path}:{lineno}: not UTF-8 text (binary or damaged)") from None
             if not line.strip():
                 continue
             try:

@@ -41,7 +41,9 @@ def run_one(team: str, seed: int, out: Path, real_calls: int, sim_sets: Sequence
     config = ExperimentConfig.from_dict({"env": {"profile": str(real), "embed_dim": 512},
                                          "train": {"eval_episodes": 20000, "seed": seed}})
     with open(out / "route.log", "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        sim2real.run(config, out / "run", real_calls, sim_sets=sim_sets, progress=False)
+        code = sim2real.run(config, out / "run", real_calls, sim_sets=sim_sets, progress=False)
+    if code != 0:  # stopped (Ctrl-C): rerunning the study continues each route where it stopped
+        raise SystemExit(f"the route of {team} seed {seed} stopped (exit {code}; {out / 'route.log'}); rerun to continue")
     result = json.loads((out / "run" / "results.json").read_text())
     report = json.loads((out / "run" / "fit_report.json").read_text())
     truths = truth_values(truth, base, report, 3)

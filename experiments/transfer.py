@@ -92,8 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_profile(profile, fitted_path)
         write_profile(perturbed(get_profile(str(fitted_path)), seed=0), real_path)
     pretrained, default = out / "pretrained", load_experiment(DEFAULT_CONFIG)
-    if not (pretrained / "seeds.json").is_file():
-        run_seeds(on_team(default, fitted_path), args.seeds, pretrained, args.jobs, QUIET)
+    run_seeds(on_team(default, fitted_path), args.seeds, pretrained, args.jobs, QUIET)  # keeps finished seeds
     jobs = []
     for s in args.seeds:
         init = dataclasses.replace(QUIET, init_from=pretrained / f"seed{s}")

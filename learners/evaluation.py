@@ -280,17 +280,45 @@ def paired_differences(traces: dict[str, list[EpisodeTrace]], reference: str = "
             for name, other in traces.items() if name != reference}
 
 
+CHECKPOINT_KEYS = ("config", "learner", "episode", "buffer", "torch_rng", "numpy_rng", "python_rng")
+"""What every train_qmix.py checkpoint holds (learners.training_run.save_checkpoint) and a resumed run reads."""
+LEARNER_KEYS = ("agent", "mixer", "target_agent", "target_mixer", "optimizer", "updates")
+"""What its ``learner`` holds (QMIXLearner.state_dict)."""
+CHECKPOINT_REMEDY = "restore it from a copy, or train the run again (python train_qmix.py --out DIR)"
+
+
+def read_checkpoint(file: str | Path) -> dict[str, Any]:
+    """The train_qmix.py checkpoint dict in ``file``, read without changing the file. One that torch
+    cannot load (empty, truncated, garbage) or that lacks :data:`CHECKPOINT_KEYS` or
+    :data:`LEARNER_KEYS` is a one-line ConfigError naming the file and what to do."""
+    try:
+        checkpoint = torch.load(file, map_location="cpu", weights_only=False)
+    except Exception as err:  # whatever unpickling a damaged file raises: EOFError, RuntimeError, UnpicklingError, ...
+        why = (str(err).splitlines() or [""])[0].split(". ")[0][:100]
+        why = "an empty file" if Path(file).stat().st_size == 0 else f"{type(err).__name__}: {why}"
+        raise ConfigError(f"{file}: not a readable checkpoint (truncated or damaged: {why}); {CHECKPOINT_REMEDY}") from None
+    if not isinstance(checkpoint, dict):
+        raise ConfigError(f"{file}: not a train_qmix.py checkpoint (it holds a {type(checkpoint).__name__}); "
+                          f"{CHECKPOINT_REMEDY}")
+    learner = checkpoint.get("learner")
+    lacks = [k for k in CHECKPOINT_KEYS if k not in checkpoint or k in ("config", "learner")
+             and not isinstance(checkpoint[k], dict)]
+    lacks += [f"learner.{k}" for k in LEARNER_KEYS if isinstance(learner, dict) and k not in learner]
+    if lacks:
+        raise ConfigError(f"{file}: not a complete train_qmix.py checkpoint (lacks {lacks}); {CHECKPOINT_REMEDY}")
+    return checkpoint
+
+
 def load_checkpoint(path: str | Path, overrides: Sequence[str] = ()) -> tuple[ExperimentConfig, dict[str, Any]]:
     """A training run's checkpoint: ``path`` is the run directory (holding checkpoint.pt) or the
     file. Returns the run's config with ``overrides`` (``section.key=value``) applied, and the
-    checkpoint dict (``"config"``, ``"learner"``, ``"episode"``, ...)."""
+    checkpoint dict (``"config"``, ``"learner"``, ``"episode"``, ...: :func:`read_checkpoint`, whose
+    one-line ConfigError a missing, damaged or incomplete file is)."""
     path = Path(path)
     file = path / "checkpoint.pt" if path.is_dir() else path
     if not file.is_file():
         raise ConfigError(f"checkpoint {str(path)!r} not found (expected a run directory with checkpoint.pt, or the file)")
-    checkpoint = torch.load(file, map_location="cpu", weights_only=False)
-    if not isinstance(checkpoint, dict) or not {"config", "learner"} <= set(checkpoint):
-        raise ConfigError(f"{str(file)!r} is not a train_qmix.py checkpoint (needs 'config' and 'learner')")
+    checkpoint = read_checkpoint(file)
     return with_overrides(ExperimentConfig.from_dict(checkpoint["config"]), overrides), checkpoint
 
 

@@ -7,26 +7,31 @@ episodes' noise as well as training's.
 
 Layout of ``--out DIR``: ``DIR/seed<s>/`` holds seed s's run (results.json, checkpoint, logs;
 its output in ``DIR/seed<s>/train.log``), and ``DIR/seeds.json`` the summary
-(:func:`summarize_seeds`)."""
+(:func:`summarize_seeds`). A seed killed by a signal (e.g. out of memory) takes no other seed down
+and says so in its log; the finished seeds are still summarised, and rerunning the same command
+trains only what is missing (:func:`plan_seeds`: finished seeds kept, checkpointed ones resumed)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
-import multiprocessing
 import os
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing.connection import wait
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+import torch
 from tqdm import tqdm
 
 from learners.config import ExperimentConfig
-from learners.child import child_status, run_logged
-from learners.training import RunOptions
+from learners.child import child_status, killed_by, start_child
+from learners.training import RESUME_OVERRIDABLE, STOPPED, RunOptions, effective_config
 from topo_env.engine.cli import RunError, format_table
+from topo_env.engine.user_files import output_dir, write_text_atomically
 
 FIGURES = ("reward", "accuracy", "tokens_per_task", "density")
 
@@ -70,7 +75,8 @@ def _figures(section: dict[str, Any], name: str, same_network: dict | None = Non
 
 
 def format_seeds(summary: dict[str, Any]) -> str:
-    """The summary as a table: mean (SE over seeds) per policy."""
+    """The summary as a table: mean (SE over seeds) per policy; a partial summary (``missing``
+    seeds) says so."""
     def cell(d: dict[str, float], scale: float = 1.0, digits: int = 4) -> str:
         return f"{d['mean'] * scale:.{digits}f} ({d['se'] * scale:.{digits}f})"
 
@@ -84,35 +90,170 @@ def format_seeds(summary: dict[str, Any]) -> str:
     lines = [format_table(rows, ("policy", "reward", "accuracy (pts)", "tokens/task", "qmix - policy"))]
     if "headroom_share" in summary:
         lines.append(f"headroom share (qmix - best_fixed) / (adaptive - best_fixed): {cell(summary['headroom_share'], 1, 2)}")
-    lines.append(f"means over seeds {summary['seeds']}, (standard error over seeds: training's noise and the held-out "
-                 f"episodes', each seed scored on its own); training took {cell(summary['train_seconds'], 1, 0)} s per seed")
+    partial = f"partial summary: seeds {summary['missing']} did not finish; " if summary.get("missing") else ""
+    lines.append(f"{partial}means over seeds {summary['seeds']}, (standard error over seeds: training's noise and the "
+                 f"held-out episodes', each seed scored on its own); training took "
+                 f"{cell(summary['train_seconds'], 1, 0)} s per seed")
     return "\n".join(lines)
+
+
+KEEP, RESUME, TRAIN, RETRAIN = "keep", "resume", "train", "retrain"
+"""What :func:`run_seeds` does with a seed (:func:`plan_seeds`): keep its finished run, resume it
+from its checkpoint, train it, or train it afresh over an earlier run of another config."""
+
+SCORING_KEYS = frozenset({"train.eval_episodes", "train.references"})
+"""Keys a resumed run may change that still change a finished run's results.json: a finished seed
+is kept only where they are the same too."""
+
+
+class SeedPlan(NamedTuple):
+    """A seed's part in :func:`run_seeds`: ``action`` (:data:`KEEP`, :data:`RESUME`, :data:`TRAIN`
+    or :data:`RETRAIN`), the config its child runs, and for RESUME the checkpoint's episode."""
+    action: str
+    cfg: ExperimentConfig
+    episode: int | None = None
+
+
+def plan_seeds(cfg: ExperimentConfig, seeds: Sequence[int], out_dir: Path) -> dict[int, SeedPlan]:
+    """What a run of ``cfg`` over ``seeds`` into ``out_dir`` does with each seed's folder: KEEP
+    where its results.json holds a run of the same effective config (but for the keys that change
+    no results: :data:`~learners.training.RESUME_OVERRIDABLE` less :data:`SCORING_KEYS`); else
+    RESUME where its checkpoint.pt holds a run of the same experiment (its config but for
+    RESUME_OVERRIDABLE, which take ``cfg``'s values, as ``--resume --set`` would); else TRAIN, or
+    RETRAIN where either file is there of another experiment (the new run sets it aside)."""
+    plans = {}
+    for seed in seeds:
+        run_dir = out_dir / f"seed{seed}"
+        seeded = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=int(seed)))
+        with contextlib.redirect_stderr(io.StringIO()):  # its notes: the seed's log has them
+            effective = effective_config(seeded, RunOptions())  # what a new run saves as its config
+        expected = effective.to_dict()
+        results = _saved(run_dir / "results.json")
+        if results and same_experiment(results["config"], expected, RESUME_OVERRIDABLE - SCORING_KEYS):
+            plans[seed] = SeedPlan(KEEP, seeded)
+            continue
+        checkpoint = _saved(run_dir / "checkpoint.pt")  # read only where needed: it holds the replay too
+        if checkpoint and same_experiment(checkpoint["config"], expected, RESUME_OVERRIDABLE):
+            plans[seed] = SeedPlan(RESUME, effective, int(checkpoint["episode"]))
+        else:
+            plans[seed] = SeedPlan(RETRAIN if results or checkpoint else TRAIN, seeded)
+    return plans
+
+
+def _saved(path: Path) -> dict | None:
+    """A run's results.json or checkpoint.pt (a dict with its ``"config"``), or None where it is
+    missing or unreadable."""
+    try:
+        saved = json.loads(path.read_text()) if path.suffix == ".json" else \
+            torch.load(path, map_location="cpu", weights_only=False)
+    except Exception:  # missing or unreadable (half written, another version's): nothing to reuse
+        return None
+    return saved if isinstance(saved, dict) and "config" in saved else None
+
+
+def same_experiment(saved: dict, expected: dict, free: frozenset[str]) -> bool:
+    """Whether two config dicts (``{section: {key: value}}``) are equal but for the dotted keys in
+    ``free`` and what lies under them."""
+    def kept(config: dict) -> dict:
+        flat = _flat(json.loads(json.dumps(config)))  # as results.json holds it: tuples as lists
+        return {k: v for k, v in flat.items() if not any(k == f or k.startswith(f + ".") for f in free)}
+    return kept(saved) == kept(expected)
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+    """``{"a": {"b": 1}}`` as ``{"a.b": 1}``."""
+    flat = {}
+    for key, value in tree.items():
+        flat.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return flat
+
+
+def describe_plan(out_dir: Path, plans: dict[int, SeedPlan]) -> str:
+    """One line: which seeds :func:`run_seeds` keeps, resumes and trains."""
+    def group(action: str, words: str) -> list[str]:
+        picked = [f"{s} (from its checkpoint at episode {p.episode} of {p.cfg.train.episodes})" if action == RESUME
+                  else str(s) for s, p in plans.items() if p.action == action]
+        return [words.format((", " if action == RESUME else " ").join(picked))] if picked else []
+
+    parts = [*group(KEEP, "keeping {} (finished with this config)"), *group(RESUME, "resuming {}"),
+             *group(TRAIN, "training {}"),
+             *group(RETRAIN, "training {} afresh (the earlier run there is of another config: not reused)")]
+    return f"seeds in {out_dir}: {'; '.join(parts)}"
 
 
 def run_seeds(cfg: ExperimentConfig, seeds: Sequence[int], out_dir: Path, jobs: int | None = None,
               options: RunOptions = RunOptions()) -> dict[str, Any]:
     """Train and evaluate ``cfg`` once per seed in ``seeds`` (``train.seed`` replaced) into
     ``out_dir/seed<s>`` (:func:`learners.training.train_and_evaluate`, its output in
-    ``out_dir/seed<s>/train.log``), ``jobs`` child processes at once (default: the CPU count),
-    then summarise into ``out_dir/seeds.json``. Raises RunError naming the seeds that failed and
-    where their logs are."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(seeds)))
-    child = dataclasses.replace(options, progress=False)
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {}
-        for seed in seeds:
-            run_dir = out_dir / f"seed{seed}"
-            run_dir.mkdir(parents=True, exist_ok=True)
-            seeded = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=int(seed)))
-            futures[pool.submit(run_logged, seeded, run_dir, child, run_dir / "train.log")] = seed
-        codes = {futures[f]: child_status(f) for f in tqdm(as_completed(futures), total=len(seeds),
-                                                             desc=f"seeds ({jobs} at once)",
-                                                             disable=not options.progress, file=sys.stderr)}
-    failed = [s for s in seeds if codes[s] != 0]
-    if failed:
-        raise RunError(f"seed(s) {failed} failed: see {', '.join(str(out_dir / f'seed{s}' / 'train.log') for s in failed)}")
-    results = {s: json.loads((out_dir / f"seed{s}" / "results.json").read_text()) for s in seeds}
-    summary = summarize_seeds(results)
-    (out_dir / "seeds.json").write_text(json.dumps(summary, indent=2))
-    return summary
+    ``out_dir/seed<s>/train.log``), each in its own child process, ``jobs`` at once (default: the
+    CPU count), then summarise into ``out_dir/seeds.json`` and return the summary. What an earlier
+    run left is reused (:func:`plan_seeds`, said in one stderr line): finished seeds are kept,
+    checkpointed ones resumed. Where some seeds do not finish, seeds.json (its ``missing``: those
+    seeds) and the printed table (:func:`format_seeds`) cover the finished ones, then a one-line
+    RunError names each missing seed, why, and its log."""
+    out_dir = output_dir(out_dir)
+    plans = plan_seeds(cfg, seeds, out_dir)
+    print(describe_plan(out_dir, plans), file=sys.stderr)
+    todo = {s: p for s, p in plans.items() if p.action != KEEP}
+    codes = {s: 0 for s in seeds if s not in todo} | _train(todo, out_dir, jobs, options, len(seeds))
+    finished, missing = [s for s in seeds if codes[s] == 0], [s for s in seeds if codes[s] != 0]
+    summary_file = out_dir / "seeds.json"
+    summary_file.unlink(missing_ok=True)  # an earlier summary: not of these runs
+    if finished:
+        summary = {**summarize_seeds({s: json.loads((out_dir / f"seed{s}" / "results.json").read_text())
+                                      for s in finished}), "missing": missing}
+        write_text_atomically(summary_file, json.dumps(summary, indent=2))
+    if not missing:
+        return summary
+    if finished:
+        print(format_seeds(summary))
+    why = "; ".join(f"seed {s} {_why(codes[s])}" + (f" (log: {out_dir / f'seed{s}' / 'train.log'})"
+                                                   if codes[s] is not None else "") for s in missing)
+    done = f"{summary_file} summarises seeds {finished} only" if finished else "no seed finished (no summary)"
+    raise RunError(f"{len(missing)} of {len(seeds)} seeds did not finish: {why}; {done}; rerunning the same command "
+                   f"trains only seeds {missing}, each from its last checkpoint where it saved one")
+
+
+def _train(todo: dict[int, SeedPlan], out_dir: Path, jobs: int | None, options: RunOptions,
+           total: int) -> dict[int, int | None]:
+    """Each seed of ``todo`` in its own child process (:func:`learners.child.start_child`), at most
+    ``jobs`` at once; returns their statuses (:func:`learners.child.child_status`; None: not
+    started, Ctrl-C came first). A progress bar over the ``total`` seeds."""
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
+    waiting, running, codes = list(todo), {}, dict.fromkeys(todo)
+    child_options = dataclasses.replace(options, progress=False, continue_with=options.continue_with or
+                                        "the same --seeds command (it trains only the seeds that did not finish)")
+    with tqdm(initial=total - len(todo), total=total, desc=f"seeds ({jobs} at once)", disable=not options.progress,
+              file=sys.stderr) as bar:
+        while waiting or running:
+            while waiting and len(running) < jobs:
+                seed = waiting.pop(0)
+                run_dir = out_dir / f"seed{seed}"
+                run_dir.mkdir(parents=True, exist_ok=True)
+                running[seed] = start_child(todo[seed].cfg, run_dir, child_options, run_dir / "train.log",
+                                            resume=todo[seed].action == RESUME)
+            try:
+                wait([p.sentinel for p in running.values()])
+            except KeyboardInterrupt:  # the children got it too: they checkpoint and stop; start no more
+                waiting.clear()
+            for seed in [s for s, p in running.items() if not p.is_alive()]:
+                run_dir = out_dir / f"seed{seed}"
+                then = ("rerun the same command to continue it from its last checkpoint"
+                        if (run_dir / "checkpoint.pt").is_file() else "rerun the same command to train it again")
+                codes[seed] = child_status(running.pop(seed), run_dir / "train.log", then)
+                bar.update()
+    return codes
+
+
+def _why(code: int | None) -> str:
+    """A seed's status in words."""
+    if code is None:
+        return "not started (Ctrl-C)"
+    if code < 0:
+        return killed_by(code)
+    if code == STOPPED:
+        return f"stopped ({STOPPED}: Ctrl-C or a budget; checkpointed)"
+    return "failed with an error" if code == 2 else f"crashed (exit {code})"
+
+
+__all__ = ["FIGURES", "format_seeds", "mean_and_se", "plan_seeds", "run_seeds", "same_experiment", "summarize_seeds"]

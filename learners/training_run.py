@@ -354,7 +354,16 @@ def say_stopped(run: TrainingRun, overshoot: int) -> None:
         print(f"spent {spent['tokens']} tokens (budget {cfg.train.token_budget or 'none'}) and "
               f"{spent['calls']} calls (budget {cfg.train.call_budget or 'none'}), the overshoot from the "
               f"{overshoot} episode(s) started before the budget was reached", file=sys.stderr)
-    say_stopped_in(run, "training", reason="budget" if budget_reached(cfg, spent) else "interrupted")
+    budget = budget_reached(cfg, spent)
+    if budget is None:
+        say_stopped_in(run, "training")
+        return
+    go_on = "" if run.continue_with else (  # another program runs it: the budget is its planned end
+        f"; to train on, give a larger budget: {resume_command(run.out_dir)} --set train.token_budget=N "
+        "(or train.call_budget=N)")
+    print(f"\nstopped in training: {budget}; the checkpoint at episode {run.saved} in {run.out_dir} stands{go_on}",
+          flush=True)
+    run.stopped, run.stop_reason = True, "budget"
 
 
 def backend_failed(run: TrainingRun, err: Exception) -> RunError:

@@ -41,14 +41,13 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
-import yaml
 
 from controllers.registry import ALL_NAMES, LEARNED, LLM_WRITTEN, SIMULATED_NAMES, make_controller
 from topo_env.engine.backend_registry import LLM_SERVER, NAMED_PROFILE, backend_offers
 from topo_env.engine.tasks import DEFAULT_ROUNDS
 from topo_env.engine.cli import OneLineParser, format_table, run_main
 from topo_env.frontends.env_config import EnvConfig
-from topo_env.engine.config_checks import ConfigError
+from topo_env.engine.config_checks import ConfigError, load_yaml
 from topo_env.references.oracle import standard_error
 
 PROG = "python -m studies.leaderboard"
@@ -90,8 +89,9 @@ def env_config(profile: str, config_path: str | Path | None) -> EnvConfig:
     path = Path(config_path) if config_path else DEFAULT_CONFIG
     if not path.is_file():
         raise ConfigError(f"--config {str(path)!r} not found: give a YAML file with an 'env' section")
-    data = yaml.safe_load(path.read_text()) or {}
-    env = dict(data.get("env") or {})
+    env = load_yaml(path).get("env") or {}
+    if not isinstance(env, dict):
+        raise ConfigError(f"{path}: section 'env' holds a {type(env).__name__}, not a mapping; fix the config")
     config = EnvConfig.from_dict(env)
     sets_rounds = "rounds" in env
     if backend_offers(config.backend, NAMED_PROFILE):
@@ -107,7 +107,7 @@ def config_in_flight(config_path: str | Path | None) -> int:
 
     if not config_path or not Path(config_path).is_file():
         return 1
-    data, moves = upgrade_moved_keys(yaml.safe_load(Path(config_path).read_text()) or {})
+    data, moves = upgrade_moved_keys(load_yaml(config_path))
     say_moved(moves)
     value = (data.get("runtime") or {}).get("episodes_in_flight", 1)
     if isinstance(value, bool) or not isinstance(value, int):

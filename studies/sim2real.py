@@ -26,26 +26,39 @@ the budget; ``record``, ``fitted_profile``, ``fit``, ``sim_run``, ``finetune``, 
 :data:`PREDICTION_EPISODES` simulated held-out episodes, against what the real team scored) and
 ``eval`` / ``qmix_minus`` on the real team as a training run's results.json does.
 
+A stopped run continues: Ctrl-C in any stage ends it with one line (the stage, what is kept, the
+command that continues) and status 130. After that, or a kill, rerunning the same command keeps
+every finished stage whose inputs are unchanged, continues the stopped one (a recording after its
+last complete episode, a training from its checkpoint: the fine-tune's is saved after every
+episode) and ends with the results of an uninterrupted run: no more than the episodes in flight
+when it stopped spend their real calls twice. ``DIR/stages.json`` records the stages
+(:class:`Stages`); what a rerun makes anew, results.json included, is first moved into
+``DIR/earlier/<time>/``.
+
     python -m studies.sim2real DIR      # the closing tables of a finished run again (from DIR/results.json)
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
+import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment, with_overrides
 from learners.runner import space_dims
-from learners.training import RunOptions, train_and_evaluate
+from learners.training import STOPPED, RunOptions, resumed_config, train_and_evaluate
 from learners.evaluation import (OBSERVATION_LAYOUT, QMIXPolicy, agent_from_checkpoint,
                                  held_out_comparison, layout_difference, load_checkpoint, score_on_simulator)
-from topo_env.engine.cli import OneLineParser, RunError, closing_note, format_table, points, run_main, standard_error_note
+from topo_env.engine.cli import OneLineParser, closing_note, format_table, points, run_main, standard_error_note
+from topo_env.engine.user_files import output_dir, read_json_file, write_text_atomically
 from topo_env.references.baselines import BASELINES
 from topo_env.engine.seeding import held_out_seed
 from topo_env.frontends.env_config import EnvConfig
@@ -64,6 +77,18 @@ PREDICTION_EPISODES = 20_000
 well under a point)."""
 RECORD_CHUNK = 64
 """Exploration episodes recorded per call of record_exploration, the budget checked between calls."""
+STAGES = {"record": "recording the real team", "fit": "fitting a simulated team to its traces",
+          "train": "training on the fitted team", "finetune": "fine-tuning on the real team",
+          "evaluate": "evaluating on the real team's held-out tasks"}
+"""The route's stages, in order (module docstring)."""
+PRODUCTS = {"record": ("traces.jsonl",), "fit": ("fitted.yaml", "fit_report.json"), "train": ("sim_run",),
+            "finetune": ("finetune",), "evaluate": ("results.json",)}
+"""What each stage writes into the run's folder."""
+SPEND = ("episodes", "calls", "tokens")
+
+
+class Stopped(Exception):
+    """A training stage stopped early (Ctrl-C); the training printed where."""
 
 
 def max_episode_calls(n_agents: int, rounds: int) -> int:
@@ -72,25 +97,60 @@ def max_episode_calls(n_agents: int, rounds: int) -> int:
     return 2 * n_agents * rounds + 1
 
 
-def record(real: ExperimentConfig, path: Path, budget: int, seed: int) -> dict:
+def record(real: ExperimentConfig, path: Path, budget: int, seed: int, partial: dict | None = None,
+           keep: Callable[[dict], None] = lambda partial: None) -> dict:
     """Exploration episodes on the real team's train split until the next chunk could pass
     ``budget`` calls: chunks of at most :data:`RECORD_CHUNK` episodes on one task pool (tasks recur
-    across chunks, so the fit sees several episodes of each). Returns episodes, calls, tokens."""
+    across chunks, so the fit sees several episodes of each), chunk ``c`` seeded by ``seed`` and
+    ``c``. After each episode, ``keep(partial)``: where the recording is (:func:`record_chunk`) and
+    the size of ``path`` (synced); given such a ``partial``, the recording goes on from there,
+    ``path`` cut back to its complete episodes (None: afresh). Returns episodes, calls, tokens,
+    pool, max_calls_per_episode."""
     bound = max_episode_calls(real.env.n_agents, real.env.rounds)
     pool = default_pool(max(1, budget // bound))
+    done = dict(partial or {"chunk": 0, "size": 0, "played": 0, "rng": None, "bytes": 0, **dict.fromkeys(SPEND, 0)})
+    if path.exists() and path.stat().st_size >= done["bytes"]:
+        os.truncate(path, done["bytes"])  # an interrupted episode's trace goes
+    elif done["bytes"]:
+        raise ConfigError(f"{path}: missing, or shorter than the {done['episodes']} episodes recorded "
+                          f"({done['bytes']} bytes, says {path.parent / 'stages.json'}); delete that to record afresh")
+    say(f"sim2real: recording exploration episodes on the real team (budget {budget} calls)"
+        + (f", continuing after {done['episodes']} episodes ({done['calls']} calls)" if done["episodes"] else ""))
     env = TopologyParallelEnv(dataclasses.replace(real.env, split="train"))
-    spent = {"episodes": 0, "calls": 0, "tokens": 0}
     try:
-        for chunk in range(1 << 30):
-            episodes = min(RECORD_CHUNK, (budget - spent["calls"]) // bound)
-            if episodes < 1:
-                break
-            part = record_exploration(env, path, episodes, seed=seed * 1_000_003 + chunk, pool=pool)
-            for key in spent:
-                spent[key] += int(part[key])
+        while (size := done["size"] if done["played"] else min(RECORD_CHUNK, (budget - done["calls"]) // bound)) >= 1:
+            record_chunk(env, path, size, seed * 1_000_003 + done["chunk"], pool, done, keep)
     finally:
         env.close()
-    return {**spent, "pool": pool, "max_calls_per_episode": bound}
+    return {**{key: done[key] for key in SPEND}, "pool": pool, "max_calls_per_episode": bound}
+
+
+def record_chunk(env: TopologyParallelEnv, path: Path, size: int, seed: int, pool: int, done: dict,
+                 keep: Callable[[dict], None]) -> None:
+    """Chunk ``done["chunk"]`` of ``size`` episodes (:func:`record_exploration` with ``seed``), from
+    its episode ``done["played"]`` on, its generator in state ``done["rng"]`` (None: at the start).
+    After each episode ``done`` (also ``episodes``, ``calls``, ``tokens`` of the whole recording,
+    ``bytes`` of ``path``) is brought up to date and kept; once the chunk is complete it names the
+    next one, at its start."""
+    start = {**done, "size": size}
+
+    def after_episode(now: dict) -> None:
+        done.update(start, played=start["played"] + now["episodes"], rng=now["rng"],
+                    **{key: start[key] + now[key] for key in SPEND})
+        if done["played"] == size:
+            done.update(chunk=start["chunk"] + 1, size=0, played=0, rng=None)
+        done["bytes"] = synced_size(path)
+        keep(dict(done))
+
+    record_exploration(env, path, size - start["played"], seed=seed, pool=pool, rng_state=start["rng"],
+                       after_episode=after_episode)
+
+
+def synced_size(path: Path) -> int:
+    """``path``'s size, its content flushed to disk first."""
+    with open(path, "ab") as fh:
+        os.fsync(fh.fileno())
+        return fh.tell()
 
 
 def sim_training_config(real: ExperimentConfig, fitted: Path, episodes: int | None,
@@ -106,70 +166,234 @@ def sim_training_config(real: ExperimentConfig, fitted: Path, episodes: int | No
     return cfg if not episodes else dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, episodes=episodes))
 
 
-def run(real: ExperimentConfig, out: Path, real_calls: int, finetune_calls: int = 0, sim_sets: Sequence[str] = (),
-        sim_episodes: int | None = None, progress: bool = True) -> int:
-    """The sim-to-real route (module docstring) for the real team ``real`` into ``out`` on
-    ``real_calls`` real LLM calls, ``finetune_calls`` of them for fine-tuning; ``sim_sets`` and
-    ``sim_episodes`` change the training on the fitted team. Returns 0."""
-    seed, bound = real.train.seed, max_episode_calls(real.env.n_agents, real.env.rounds)
-    finetune = int(finetune_calls or 0)
-    record_budget = real_calls - finetune
-    if record_budget < 4 * bound:
+def record_budget(real_calls: int, finetune: int, bound: int) -> int:
+    """The calls left for the recording; a one-line ConfigError where the fine-tune's share leaves
+    none, or too few for 4 episodes of at most ``bound`` calls."""
+    if finetune >= real_calls:
+        raise ConfigError(f"--finetune-calls {finetune} is not below --real-calls {real_calls}: the fine-tune's calls "
+                          f"are a share of the budget, which also pays for the recording (at least {4 * bound} "
+                          "calls); give a smaller --finetune-calls or a larger --real-calls")
+    if real_calls - finetune < 4 * bound:
         raise ConfigError(f"--real-calls {real_calls} (with --finetune-calls {finetune}): recording needs at least "
                           f"{4 * bound} calls (4 episodes of at most {bound}); give a larger budget")
-    out.mkdir(parents=True, exist_ok=True)
+    return real_calls - finetune
+
+
+def stage_inputs(real: ExperimentConfig, real_calls: int, finetune: int, sim_sets: Sequence[str],
+                 sim_episodes: int | None) -> dict[str, Any]:
+    """What each stage's outcome depends on beyond the stages before it (:func:`fingerprints`): the
+    recording on the real team, its seed and budget; the fit on nothing more; the training on the
+    default config and ``--sim-set`` / ``--episodes``; the fine-tune and the evaluation on the whole
+    real config and the budget."""
+    return {"record": {"env": real.env.to_dict(), "seed": real.train.seed, "calls": real_calls - finetune},
+            "fit": {}, "train": {"default": load_experiment(DEFAULT_CONFIG).to_dict(), "sets": list(sim_sets),
+                                 "episodes": sim_episodes},
+            "finetune": {"config": real.to_dict(), "finetune": finetune}, "evaluate": {"budget": real_calls}}
+
+
+def run(real: ExperimentConfig, out: Path, real_calls: int, finetune_calls: int = 0, sim_sets: Sequence[str] = (),
+        sim_episodes: int | None = None, progress: bool = True, command: str | None = None) -> int:
+    """The sim-to-real route (module docstring) for the real team ``real`` into ``out`` on
+    ``real_calls`` real LLM calls, ``finetune_calls`` of them for fine-tuning; ``sim_sets`` and
+    ``sim_episodes`` change the training on the fitted team. Returns 0; or, after Ctrl-C in any
+    stage, :data:`STOPPED` and one line on stdout: the stage, what is kept, and ``command`` (this
+    call's command line; None: generic words) as what continues it. Rerun, the same call keeps each
+    finished stage and continues the stopped one (:class:`Stages`)."""
+    seed, finetune = real.train.seed, int(finetune_calls or 0)
+    bound = max_episode_calls(real.env.n_agents, real.env.rounds)
+    budget = record_budget(real_calls, finetune, bound)
+    out = output_dir(out)
+    stages = Stages(out, stage_inputs(real, real_calls, finetune, sim_sets, sim_episodes))
+    traces, fitted, sim_run, ft_run = out / "traces.jsonl", out / "fitted.yaml", out / "sim_run", out / "finetune"
+    again = command or "the same train_qmix.py --sim2real command again"
+    quiet = RunOptions(progress=False, pictures=False, command=again, continue_with=again)
+    on_fitted = dataclasses.replace(quiet, source=f"the fitted team {fitted}")
+    on_real = dataclasses.replace(quiet, init_from=sim_run, source=f"the real team, from {sim_run}")
     started = time.perf_counter()
+    try:
+        # 1. record the real team; 2. fit a simulated team to its traces
+        recorded = stages.run("record", lambda partial: record(real, traces, budget, seed, partial, stages.keep))
+        fit = stages.run("fit", lambda _: fit_team(real, traces, fitted, recorded))
+        # 3. train at simulator scale on the fitted team
+        stages.run("train", lambda partial: train_stage(sim_training_config(real, fitted, sim_episodes, sim_sets),
+                                                        sim_run, on_fitted, partial, "training on the fitted team"))
+        # 4. fine-tune on the real team with the calls left (optional)
+        spare = max(1, real_calls - recorded["calls"] - bound)  # the episode that reaches the budget still finishes
+        finetuned = stages.run("finetune", lambda partial: fine_tune(real, ft_run, spare, on_real, partial)
+                               if finetune else None)
+        # 5. the greedy policy on the real team's held-out tasks
+        stages.run("evaluate", lambda _: evaluate_stage(
+            real, out, ft_run if finetuned else sim_run, progress, started,
+            {"real_calls": recorded["calls"] + (finetuned["calls"] if finetuned else 0), "budget": real_calls,
+             "record": recorded, "fitted_profile": str(fitted), "fit_report": str(out / "fit_report.json"), "fit": fit,
+             "sim_run": str(sim_run), "finetune": finetuned}))
+    except (KeyboardInterrupt, Stopped):  # one line: where, what is kept, what continues
+        print(stages.stopped(again), flush=True)
+        return STOPPED
+    print_run(out)
+    return 0
 
-    # 1. record the real team
-    traces = out / "traces.jsonl"
-    traces.unlink(missing_ok=True)  # a rerun records afresh
-    say(f"sim2real: recording exploration episodes on the real team (budget {record_budget} calls)")
-    recorded = record(real, traces, record_budget, seed)
 
-    # 2. fit a simulated team to its traces
-    domain = real.env.resolved_domain
-    base = DEFAULT_BASE.get(domain, "mmlu_pro")
+def fit_team(real: ExperimentConfig, traces: Path, fitted: Path, recorded: dict) -> dict:
+    """Fit a simulated team to ``traces`` from the domain's built-in profile, into ``fitted`` and
+    ``fit_report.json`` beside it. Returns :func:`fit_summary` of the report."""
+    base = DEFAULT_BASE.get(real.env.resolved_domain, "mmlu_pro")
     say(f"sim2real: fitting a simulated team to {recorded['episodes']} episodes ({recorded['calls']} calls), "
         f"from the built-in {base!r}")
-    profile, report = fit_traces(traces, base, seed=seed, config=simulated_team(real, base))
-    fitted = out / "fitted.yaml"
+    profile, report = fit_traces(traces, base, seed=real.train.seed, config=simulated_team(real, base))
     write_profile(profile, fitted)
-    (out / "fit_report.json").write_text(json.dumps(report, indent=1, default=str))
+    write_text_atomically(fitted.parent / "fit_report.json", json.dumps(report, indent=1, default=str))
+    return fit_summary(report)
 
-    # 3. train at simulator scale on the fitted team
-    sim_run = out / "sim_run"
-    say(f"sim2real: training on the fitted team ({sim_run})")
-    quiet = RunOptions(progress=False, pictures=False, source=f"the fitted team {fitted}")
-    if train_and_evaluate(sim_training_config(real, fitted, sim_episodes, sim_sets), sim_run, quiet) != 0:
-        raise RunError(f"training on the fitted team stopped early; its checkpoint is in {sim_run}")
-    policy_run, finetune_report = sim_run, None
 
-    # 4. fine-tune on the real team with the calls left (optional)
-    if finetune:
-        spare = max(1, real_calls - recorded["calls"] - bound)  # the episode that reaches the budget still finishes
-        ft_run = out / "finetune"
-        say(f"sim2real: fine-tuning on the real team within {spare} calls ({ft_run})")
-        ft_cfg = dataclasses.replace(real, train=dataclasses.replace(real.train, episodes=spare, call_budget=spare))
-        # stops at its call budget with a checkpoint (STOPPED), or ends at its episodes
-        train_and_evaluate(ft_cfg, ft_run, dataclasses.replace(quiet, init_from=sim_run,
-                                                               source=f"the real team, from {sim_run}"))
-        ft = load_checkpoint(ft_run)[1]
-        finetune_report = {"run": str(ft_run), "episodes": int(ft["episode"]), "calls": int(ft["calls_spent"])}
-        policy_run = ft_run
+def train_stage(cfg: ExperimentConfig, run_dir: Path, options: RunOptions, partial: dict | None, what: str,
+                call_budget: int = 0) -> None:
+    """``what`` (said on stderr): train ``cfg`` into ``run_dir``
+    (:func:`learners.training.train_and_evaluate`); where the stage had started with the same inputs
+    (``partial`` not None) and left a checkpoint there, resume it. Returns once the training is
+    complete: trained and evaluated, or ``call_budget`` (0: none) spent; raises :class:`Stopped`
+    where Ctrl-C stopped it."""
+    say(f"sim2real: {what} ({run_dir})")
+    if partial is not None and (run_dir / "checkpoint.pt").is_file():
+        cfg, checkpoint = resumed_config(run_dir)
+        if (run_dir / "results.json").is_file() or budget_spent(run_dir, call_budget):
+            return
+        options = dataclasses.replace(options, checkpoint=checkpoint, init_from=None)
+    if train_and_evaluate(cfg, run_dir, options) != 0 and not budget_spent(run_dir, call_budget):
+        raise Stopped
 
-    # 5. the greedy policy on the real team's held-out tasks
+
+def budget_spent(run_dir: Path, call_budget: int) -> bool:
+    """Whether the checkpoint in ``run_dir`` has spent ``call_budget`` calls (0: no budget)."""
+    return bool(call_budget) and (run_dir / "checkpoint.pt").is_file() and \
+        load_checkpoint(run_dir)[1]["calls_spent"] >= call_budget
+
+
+def fine_tune(real: ExperimentConfig, ft_run: Path, spare: int, options: RunOptions, partial: dict | None) -> dict:
+    """The one-episode loop on the real team from ``options.init_from``'s networks into ``ft_run``,
+    until it spent ``spare`` calls (:func:`train_stage`; a checkpoint after every episode, so that a
+    kill loses no more than the episodes in flight). Returns its run, episodes and calls."""
+    ft_cfg = dataclasses.replace(real, train=dataclasses.replace(real.train, episodes=spare, call_budget=spare,
+                                                                 checkpoint_every=1))
+    train_stage(ft_cfg, ft_run, options, partial, f"fine-tuning on the real team within {spare} calls", spare)
+    ft = load_checkpoint(ft_run)[1]
+    say(f"sim2real: the fine-tune is done: {ft['episode']} episodes, {ft['calls_spent']} real calls")
+    return {"run": str(ft_run), "episodes": int(ft["episode"]), "calls": int(ft["calls_spent"])}
+
+
+def evaluate_stage(real: ExperimentConfig, out: Path, policy_run: Path, progress: bool, started: float,
+                   s2r: dict) -> None:
+    """Score ``policy_run``'s greedy policy and every fixed topology on the real team's held-out
+    tasks, set the fitted team's predictions beside them, and write ``out/results.json`` with
+    ``s2r`` (what the stages before spent and made) as its ``sim2real`` section."""
     say(f"sim2real: the greedy policy and every fixed topology on {real.train.eval_episodes} held-out tasks")
     results, paired, headroom = evaluate_on_real(real, policy_run, progress=progress)
-    spent_calls = recorded["calls"] + (finetune_report["calls"] if finetune_report else 0)
     summary = {"config": real.to_dict(), "eval": {**results, **headroom}, "qmix_minus": paired,
-               "sim2real": {"real_calls": spent_calls, "budget": real_calls, "record": recorded,
-                            "fitted_profile": str(fitted), "fit_report": str(out / "fit_report.json"),
-                            "fit": fit_summary(report), "sim_run": str(sim_run), "finetune": finetune_report,
-                            "predicted_vs_measured": predicted_vs_measured(real, fitted, results),
+               "sim2real": {**s2r, "predicted_vs_measured": predicted_vs_measured(real, Path(s2r["fitted_profile"]),
+                                                                                  results),
                             "seconds": time.perf_counter() - started}}
-    (out / "results.json").write_text(json.dumps(summary, indent=2, default=str))
-    print_table(summary, real, out)
-    return 0
+    write_text_atomically(out / "results.json", json.dumps(summary, indent=2, default=str))
+
+
+def fingerprints(inputs: dict[str, Any]) -> dict[str, str]:
+    """Each stage's fingerprint: a hash of its ``inputs`` and of the stage before's fingerprint (a
+    change reaches every later stage)."""
+    keys, key = {}, ""
+    for stage in STAGES:
+        key = hashlib.sha256(json.dumps([key, inputs[stage]], sort_keys=True, default=str).encode()).hexdigest()
+        keys[stage] = key
+    return keys
+
+
+class Stages:
+    """The stage record of a run, ``DIR/stages.json`` (rewritten atomically at each change): per
+    stage its fingerprint (:func:`fingerprints`), and either ``done`` with its ``result`` and the
+    ``products`` it wrote, or unfinished with its ``partial`` progress. On a rerun the finished
+    stages with the same fingerprint whose products are there are kept; the first other stage is
+    continued where it had started with the same fingerprint, else redone; what it and the stages
+    after it wrote before is moved aside first (:func:`set_aside`)."""
+
+    def __init__(self, out: Path, inputs: dict[str, Any]):
+        self.out, self.path, self.keys = out, out / "stages.json", fingerprints(inputs)
+        earlier = read_json_file(self.path, "the run's stage record", "delete it to redo every stage (the earlier "
+                                 "files are then moved aside)", ("stages",))["stages"] if self.path.exists() else {}
+        self.entries: dict[str, dict] = {}
+        for stage in STAGES:
+            entry = earlier.get(stage) or {}
+            if entry.get("key") != self.keys[stage] or (entry.get("done") and not self.present(entry)):
+                break
+            self.entries[stage] = entry
+            if not entry.get("done"):
+                break
+        set_aside(out, [name for stage in STAGES if stage not in self.entries for name in PRODUCTS[stage]])
+        self.current = next((stage for stage in STAGES if not self.done(stage)), "evaluate")
+        self.save()
+
+    def run(self, stage: str, do: Callable[[dict | None], Any]) -> Any:
+        """``stage``'s result: kept from an earlier run, or ``do(partial)``'s (``partial``: None
+        afresh, else the progress it kept, :meth:`keep`; ``{}`` where none)."""
+        self.current, entry = stage, self.entries.get(stage)
+        if self.done(stage):
+            say(f"sim2real: {STAGES[stage]}: done by an earlier run with the same inputs, kept ({self.path})")
+            return entry["result"]
+        partial = None if entry is None else entry.get("partial") or {}
+        if partial is not None:
+            say(f"sim2real: {STAGES[stage]}: an earlier run stopped in this stage; taking it up again")
+        self.entries[stage] = {"key": self.keys[stage], "done": False, "partial": partial}
+        self.save()
+        result = json.loads(json.dumps(do(partial), default=str))  # as a rerun reads it back
+        self.entries[stage] = {"key": self.keys[stage], "done": True, "result": result,
+                               "products": [name for name in PRODUCTS[stage] if (self.out / name).exists()]}
+        self.save()
+        return result
+
+    def keep(self, partial: dict) -> None:
+        """Record the current stage's progress: what a rerun continues from."""
+        self.entries[self.current]["partial"] = partial
+        self.save()
+
+    def done(self, stage: str) -> bool:
+        return bool(self.entries.get(stage, {}).get("done"))
+
+    def present(self, entry: dict) -> bool:
+        return all((self.out / name).exists() for name in entry.get("products", ()))
+
+    def save(self) -> None:
+        write_text_atomically(self.path, json.dumps({"stages": self.entries}, indent=1))
+
+    def stopped(self, again: str) -> str:
+        """The one line of a run stopped in the current stage: which, what is kept, what continues."""
+        stage, done = self.current, [name for name in STAGES if self.done(name)]
+        kept = [f"the finished {', '.join(done[:-1])}{' and ' * (len(done) > 1)}{done[-1]} "
+                f"stage{'s' * (len(done) > 1)}"] if done else []
+        partial = self.entries.get(stage, {}).get("partial")
+        if stage == "record" and partial:
+            kept.append(f"the recording's first {partial['episodes']} episodes ({partial['calls']} real calls)")
+        folder = self.out / PRODUCTS[stage][0]
+        if stage in ("train", "finetune") and (folder / "checkpoint.pt").is_file():
+            kept.append(f"the checkpoint in {folder}")
+        return (f"sim2real: stopped in stage {list(STAGES).index(stage) + 1} of {len(STAGES)}, {stage} "
+                f"({STAGES[stage]}); kept in {self.out}: {', and '.join(kept) or 'nothing yet'}; "
+                f"continue with: {again}")
+
+
+def set_aside(out: Path, names: Sequence[str]) -> Path | None:
+    """Move what of ``names`` (files or folders in ``out``) exists into ``out/earlier/<UTC
+    time>/``: an earlier run's outputs that this run makes anew, neither lost nor looking current;
+    one stderr line says so. Returns that folder, or None."""
+    found = [name for name in names if (out / name).exists()]
+    if not found:
+        return None
+    aside = out / "earlier" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    for n in range(1, 1000):  # two runs within a second
+        if not aside.exists():
+            break
+        aside = aside.with_name(f"{aside.name.split('-')[0]}-{n}")
+    aside.mkdir(parents=True)
+    for name in found:
+        (out / name).rename(aside / name)
+    say(f"sim2real: {out} held an earlier run's {', '.join(found)}: moved to {aside}")
+    return aside
 
 
 def evaluate_on_real(real: ExperimentConfig, run: Path, progress: bool = True) -> tuple[dict, dict, dict]:
@@ -271,17 +495,22 @@ def show(argv: Sequence[str] | None = None) -> int:
     ``DIR/results.json``; a run from before the prediction table gets it computed and saved."""
     parser = OneLineParser(prog=PROG, description="The closing tables of a finished --sim2real run.")
     parser.add_argument("run", help="the run's --out folder (holds results.json)")
-    out = Path(parser.parse_args(argv).run)
-    if not (out / "results.json").is_file():
-        raise ConfigError(f"{out}: no results.json there; give the --out folder of a finished --sim2real run")
-    summary = json.loads((out / "results.json").read_text())
+    print_run(Path(parser.parse_args(argv).run))
+    return 0
+
+
+def print_run(out: Path) -> None:
+    """The closing tables of the run in ``out`` from its results.json (a missing, truncated or
+    incomplete one: a one-line ConfigError); an older run's prediction table is computed and saved."""
+    summary = read_json_file(out / "results.json", "the run's results.json", "give the --out folder of a finished "
+                             "--sim2real run, or rerun the command that made it to finish it",
+                             ("config", "eval", "qmix_minus", "sim2real"))
     real = ExperimentConfig.from_dict(summary["config"])
     s2r = summary["sim2real"]
     if "predicted_vs_measured" not in s2r:
         s2r["predicted_vs_measured"] = predicted_vs_measured(real, Path(s2r["fitted_profile"]), summary["eval"])
-        (out / "results.json").write_text(json.dumps(summary, indent=2, default=str))
+        write_text_atomically(out / "results.json", json.dumps(summary, indent=2, default=str))
     print_table(summary, real, out)
-    return 0
 
 
 if __name__ == "__main__":

@@ -36,17 +36,53 @@ def parse_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_YAMLLoader)
 
 
+def read_text_file(path: str | Path, what: str, remedy: str, error: type[ConfigError] = ConfigError) -> str:
+    """The text of the UTF-8 file ``path`` (``what`` it is, e.g. "config file"). A missing, unreadable,
+    non-UTF-8 (binary or damaged) or blank file is one line of ``error`` naming the file, what is
+    wrong and ``remedy`` (what to do)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{path}: {what} does not exist; {remedy}") from None
+    except UnicodeDecodeError as err:
+        raise error(f"{path}: {what} is not UTF-8 text (binary or damaged at byte {err.start}); {remedy}") from None
+    except OSError as err:
+        raise error(f"{path}: {what} cannot be read ({err.strerror or type(err).__name__}); {remedy}") from None
+    if not text.strip():
+        raise error(f"{path}: {what} is empty; {remedy}")
+    return text
+
+
+def read_yaml_file(path: str | Path, what: str, remedy: str) -> Any:
+    """The data of the YAML file ``path`` (:func:`parse_yaml`), as :func:`read_text_file` reads it; a
+    file that is not valid YAML (truncated or damaged) or holds only comments is a one-line
+    ConfigError naming the file, the line and ``remedy``."""
+    text = read_text_file(path, what, remedy)
+    try:
+        data = parse_yaml(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        why = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{path}: {what} is not valid YAML{line} (truncated or damaged: {why}); {remedy}") from None
+    if data is None:
+        raise ConfigError(f"{path}: {what} is empty (comments only); {remedy}")
+    return data
+
+
+CONFIG_REMEDY = "fix it, or give another YAML config (the shipped ones are in configs/)"
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file into a dict (a clear error if it is not a mapping)."""
+    """Read a YAML config file into a dict; a missing, empty, truncated or damaged file, or one that
+    does not hold a mapping, is a one-line ConfigError naming the file (:func:`read_yaml_file`)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist; give the path of a YAML config (the shipped ones "
                           "are in configs/)")
-    data = parse_yaml(path.read_text())
-    if data is None:
-        return {}
+    data = read_yaml_file(path, "config file", CONFIG_REMEDY)
     if not isinstance(data, dict):
-        raise ConfigError(f"config file {str(path)!r} must hold a mapping, got {type(data).__name__}")
+        raise ConfigError(f"{path}: config file holds a YAML {type(data).__name__}, not a mapping; {CONFIG_REMEDY}")
     return data
 
 

@@ -117,11 +117,15 @@ def read_traces(path: str | Path) -> Iterator[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"trace file {str(path)!r} does not exist")
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
+    with path.open("rb") as fh:  # decoded line by line: a damaged line is named by its number
+        for number, raw in enumerate(fh, start=1):
+            where = f"{path}:{number}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise TraceError(f"{where}: not UTF-8 text (binary or damaged)") from None
             if not line.strip():
                 continue
-            where = f"{path}:{number}"
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as err:

@@ -14,6 +14,7 @@ measured with (``tests/test_fit.py``, ``tests/test_fit_recovery.py``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +38,8 @@ def _whole(value, name: str, low: int | None) -> int:
     return int(value)
 
 
-def record_exploration(env, path, episodes: int, seed: int, pool: int | None = None) -> dict:
+def record_exploration(env, path, episodes: int, seed: int, pool: int | None = None, rng_state: dict | None = None,
+                       after_episode: Callable[[dict], None] | None = None) -> dict:
     """Play ``episodes`` episodes of uniform random joint actions on ``env`` (a
     :class:`topo_env.frontends.parallel_env.TopologyParallelEnv`, any backend) and append their traces to ``path``.
 
@@ -48,6 +50,12 @@ def record_exploration(env, path, episodes: int, seed: int, pool: int | None = N
     env records to ``path`` while this runs (:meth:`record`, appending) and records nothing
     afterwards, also when an episode raises.
 
+    Resuming: after each episode (its trace written) ``after_episode`` gets ``{"episodes": e,
+    "calls": c, "tokens": t, "rng": state}``, the figures so far and the generator's state
+    (``rng.bit_generator.state``, JSON-serialisable); a call given that ``rng_state``, the same
+    ``seed`` and the same ``pool`` (given: its default depends on ``episodes``) plays the episodes
+    that followed it exactly as the uninterrupted call did.
+
     Returns ``{"episodes": E, "calls": C, "tokens": T}``: C the LLM calls made (the agents' and the
     decision node's, :func:`topo_env.references.baselines.episode_calls`), T the team tokens of every episode.
     A bad ``episodes``, ``seed`` or ``pool`` raises :class:`~topo_env.engine.config_checks.ConfigError` naming it."""
@@ -55,10 +63,12 @@ def record_exploration(env, path, episodes: int, seed: int, pool: int | None = N
     seed = _whole(seed, "seed", None)
     pool = default_pool(episodes) if pool is None else _whole(pool, "pool", 1)
     rng = np.random.default_rng(seed)
+    if rng_state is not None:
+        rng.bit_generator.state = rng_state
     calls = tokens = 0
     env.record(str(Path(path)))
     try:
-        for _ in range(episodes):
+        for played in range(1, episodes + 1):
             task = int(rng.integers(pool))
             observations, _ = env.reset(seed=int(rng.integers(2**31 - 1)), options={"task": task, "split": "train"})
             agent_calls, infos = 0, {}
@@ -69,6 +79,8 @@ def record_exploration(env, path, episodes: int, seed: int, pool: int | None = N
                 agent_calls += step_calls(infos)
             calls += episode_calls(agent_calls)
             tokens += int(infos[env.possible_agents[0]]["team_tokens"])
+            if after_episode is not None:
+                after_episode({"episodes": played, "calls": calls, "tokens": tokens, "rng": rng.bit_generator.state})
     finally:
         env.record(None)
     return {"episodes": episodes, "calls": calls, "tokens": tokens}

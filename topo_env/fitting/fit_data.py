@@ -101,8 +101,8 @@ def load_traces(paths: Sequence[str | Path]) -> list[dict]:
         except TraceError as err:
             raise FitError(f"{err}; fix or drop that line (traces are written by env.record(path), schema "
                            "topomarl.trace/1)") from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise FitError(f"trace file {str(path)!r}: cannot be read ({err})") from None
+        except OSError as err:
+            raise FitError(f"trace file {str(path)!r}: cannot be read ({err.strerror or err})") from None
     return records
 
 

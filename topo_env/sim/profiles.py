@@ -21,6 +21,9 @@ from functools import lru_cache
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+from topo_env.engine.config_checks import ConfigError, read_text_file
+from topo_env.engine.user_files import write_text_atomically
+
 # MMLU-Pro's 14 categories and their question counts in the 12,032-item test set (Wang et al.,
 # arXiv 2406.01574). Offsets follow the paper's per-category results: law and engineering are the
 # hardest categories for every model, biology, psychology and economics the easiest (logit offsets
@@ -325,8 +328,15 @@ def _load_cached(path: str, mtime_ns: int) -> SimProfile:
     return load_profile(path)
 
 
-class ProfileFileError(ValueError):
-    """A profile file is missing or has a bad field; the message names the file, line and field."""
+class ProfileFileError(ConfigError):
+    """A profile file is missing, unreadable, truncated or has a bad field; the message names the
+    file, line and field."""
+
+
+WRITTEN_HEADER = "# a topomarl simulated team (topo_env.sim.profiles.save_profile)"
+WRITTEN_END = "# end of profile"
+"""The first and last lines of a profile file :func:`save_profile` wrote."""
+PROFILE_REMEDY = "fix it, or write it again (python -m topo_env.fitting.fit traces.jsonl --out profile.yaml)"
 
 
 SUBJECT_KEYS = ("name", "weight", "offset", "verifiability")
@@ -355,30 +365,37 @@ def _model_data(model: AgentModel) -> dict:
 
 
 def save_profile(profile: SimProfile, path) -> None:
-    """Write ``profile`` as a YAML file that ``profile: <path>`` loads."""
+    """Write ``profile`` as a YAML file that ``profile: <path>`` loads, atomically, between
+    :data:`WRITTEN_HEADER` and :data:`WRITTEN_END` (so that a truncated copy is told from a whole one)."""
     import yaml
 
-    Path(path).write_text(yaml.safe_dump(profile_to_dict(profile), sort_keys=False))
+    text = yaml.safe_dump(profile_to_dict(profile), sort_keys=False)
+    write_text_atomically(path, f"{WRITTEN_HEADER}\n{text}{WRITTEN_END}\n")
 
 
 def load_profile(path) -> SimProfile:
     """The profile in YAML file ``path``: any :class:`SimProfile` field may be given (``name``, ``domain``
     and ``subjects`` must be); the others keep their defaults. Raises :class:`ProfileFileError` naming
-    the file, the line and the field of the first bad entry."""
+    the file, the line and the field of the first bad entry, or what makes the file unreadable: not
+    UTF-8, empty, or truncated (a file :func:`save_profile` wrote without its last line)."""
     import yaml
 
     path = Path(path)
     if not path.is_file():
         raise ProfileFileError(f"profile file {str(path)!r} does not exist; write one with "
                                "python -m topo_env.fitting.fit traces.jsonl --out profile.yaml")
-    text = path.read_text()
+    text = read_text_file(path, "profile file", PROFILE_REMEDY, ProfileFileError)
+    if text.startswith(WRITTEN_HEADER) and text.rstrip().splitlines()[-1] != WRITTEN_END:  # a cut may fall in a value
+        raise ProfileFileError(f"{path}: profile file is truncated (written by save_profile, it lacks its last line "
+                               f"{WRITTEN_END!r}); {PROFILE_REMEDY}")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f"line {mark.line + 1}" if mark is not None else "?"
-        raise ProfileFileError(f"profile file {str(path)!r} {line}: not valid YAML ({getattr(e, 'problem', e)})") from None
+        why = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ProfileFileError(f"profile file {str(path)!r} {line}: not valid YAML ({why}); {PROFILE_REMEDY}") from None
     lines = {}
     if isinstance(node, yaml.MappingNode):
         lines = {k.value: k.start_mark.line + 1 for k, _ in node.value}
