@@ -109,7 +109,7 @@ def test_ctrl_c_in_each_stage_says_how_to_go_on_and_going_on_ends_as_the_straigh
     assert_same_run(straight, out)
 
 
-@pytest.mark.parametrize("stage", ["teacher", "training", "evaluation"])
+@pytest.mark.parametrize("stage", ["teacher", "training", "validation", "evaluation"])
 def test_a_kill_in_a_stage_then_resuming_or_rerunning_ends_as_the_straight_run(stage, straight, cache, tmp_path):
     out = tmp_path / "run"
     argv = ["--out", str(out), *TINY]

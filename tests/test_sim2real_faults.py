@@ -132,22 +132,31 @@ def test_ctrl_c_in_a_stage_then_the_same_command_ends_as_an_uninterrupted_run(wh
         assert f"the checkpoint in {out / ('sim_run' if stage == 'train' else 'finetune')}" in line
 
 
-def test_a_killed_run_continues_with_the_same_command(patch, config, reference, tmp_path):
-    """SIGKILL in the fine-tune's fourth episode (train_qmix.py in a subprocess: its imports alone
-    take 8 s of CPU): a rerun keeps the stages before and resumes the fine-tune from its checkpoint
-    after every episode, and equals the uninterrupted run."""
+@pytest.mark.parametrize("stage", sim2real.STAGES)
+def test_a_run_killed_in_a_stage_continues_with_the_same_command(stage, patch, config, reference, tmp_path):
+    """SIGKILL in each stage (train_qmix.py in a subprocess): the recording halfway through its third
+    chunk, the fit, the sim run's first batch, the fine-tune's fourth episode, the evaluation. A
+    rerun keeps the stages before, continues the killed one (the recording after its last complete
+    episode, the fine-tune from its checkpoint after every episode; the sim run had none yet) and
+    equals the uninterrupted run."""
     out = tmp_path / "run"
     argv = ["--config", str(config), "--sim2real", "--real-calls", str(BUDGET), "--finetune-calls", str(FINETUNE),
             "--out", str(out), "--episodes", str(EPISODES), "--no-progress", *SMALL]
     script = Path(__file__).with_name("sim2real_fault_run.py")
-    killed = subprocess.run([sys.executable, str(script), "finetune", "SIGKILL", "--", *argv], capture_output=True,
-                            text=True, timeout=120)
+    killed = subprocess.run([sys.executable, str(script), stage, "SIGKILL", "--", *argv], capture_output=True,
+                            text=True, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     with pytest.MonkeyPatch.context() as spy:
         learnt = counting(spy, training, "learn")
         assert route(config, out) == 0
-    assert trainings(learnt) == {"sim_run": 0, "finetune": reference[2]["finetune"] - 3}
+    sim_run, finetune = reference[2]["sim_run"], reference[2]["finetune"]
+    assert trainings(learnt) == {"record": {"sim_run": sim_run, "finetune": finetune},
+                                 "fit": {"sim_run": sim_run, "finetune": finetune},
+                                 "train": {"sim_run": sim_run, "finetune": finetune},
+                                 "finetune": {"sim_run": 0, "finetune": finetune - 3},
+                                 "evaluate": {"sim_run": 0, "finetune": 0}}[stage]
     assert figures(out) == figures(reference[0])
+    assert (out / "traces.jsonl").read_bytes() == (reference[0] / "traces.jsonl").read_bytes()
 
 
 def test_a_rerun_of_a_finished_run_redoes_nothing(patch, config, reference, tmp_path, capsys):
