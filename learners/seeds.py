@@ -24,14 +24,15 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from learners.config import ExperimentConfig
+from learners.evaluation import read_checkpoint
 from learners.child import child_status, killed_by, start_child
 from learners.training import RESUME_OVERRIDABLE, STOPPED, RunOptions, effective_config
 from topo_env.engine.cli import RunError, format_table
-from topo_env.engine.user_files import output_dir, write_text_atomically
+from topo_env.engine.config_checks import ConfigError
+from topo_env.engine.user_files import output_dir, read_json_file, write_text_atomically
 
 FIGURES = ("reward", "accuracy", "tokens_per_task", "density")
 
@@ -142,13 +143,14 @@ def plan_seeds(cfg: ExperimentConfig, seeds: Sequence[int], out_dir: Path) -> di
 
 def _saved(path: Path) -> dict | None:
     """A run's results.json or checkpoint.pt (a dict with its ``"config"``), or None where it is
-    missing or unreadable."""
-    try:
-        saved = json.loads(path.read_text()) if path.suffix == ".json" else \
-            torch.load(path, map_location="cpu", weights_only=False)
-    except Exception:  # missing or unreadable (half written, another version's): nothing to reuse
+    missing or unreadable (half written, damaged: nothing to reuse)."""
+    if not path.is_file():
         return None
-    return saved if isinstance(saved, dict) and "config" in saved else None
+    try:
+        saved = (read_json_file(path, "a seed's results", "") if path.suffix == ".json" else read_checkpoint(path))
+    except ConfigError:
+        return None
+    return saved if "config" in saved else None
 
 
 def same_experiment(saved: dict, expected: dict, free: frozenset[str]) -> bool:
