@@ -29,7 +29,7 @@ def read_json_file(path: str | Path, what: str, remedy: str, keys: Sequence[str]
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise ConfigError(f"{path}: {what} is not valid JSON (truncated or damaged: {err.msg} at line {err.lineno}); "
+        raise ConfigError(f"{path}: {what} is not valid JSON (truncated or damaged: {err.msg}, line {err.lineno}); "
                           f"{remedy}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: {what} holds a JSON {type(data).__name__}, not an object; {remedy}")
