@@ -17,11 +17,23 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import shlex
+import signal
 import sys
 from pathlib import Path
 
-from learners.config import DEFAULT_CONFIG, load_experiment
+
+def _stop_while_loading(signum, frame) -> None:
+    """Ctrl-C while the libraries load (a few seconds; nothing is written yet): one line, exit 130."""
+    print("python train_qmix.py: interrupted while starting (Ctrl-C); nothing was written", file=sys.stderr, flush=True)
+    os._exit(130)  # at once: an exception raised inside a library's import can leave it half loaded and looping
+
+
+if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _stop_while_loading)  # not an import traceback; main() restores the default
+
+from learners.config import DEFAULT_CONFIG, load_experiment  # noqa: E402 (after the handler above)
 from learners.evaluation import references_apply
 from learners.seeds import format_seeds, run_seeds
 from learners.training import RunOptions, resumed_config, train_and_evaluate
@@ -137,4 +149,6 @@ def main_sim2real(args: argparse.Namespace, options: RunOptions) -> int:
 
 
 if __name__ == "__main__":
+    if signal.getsignal(signal.SIGINT) is _stop_while_loading:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.exit(run_main(main, PROG))

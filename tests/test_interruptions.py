@@ -11,6 +11,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,17 @@ def test_an_out_that_is_a_file_is_one_line(where, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"--out '{out}'" in err and "Traceback" not in err
     assert taken.read_text() == "a user's file"
+
+
+def test_ctrl_c_while_the_program_starts_is_one_line(tmp_path):
+    """SIGINT half a second in, while train_qmix.py loads its libraries: one line, exit 130, nothing written."""
+    out = tmp_path / "run"
+    started = subprocess.Popen([sys.executable, "train_qmix.py", "--out", str(out), *TINY], cwd=TESTS.parent,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    started.send_signal(signal.SIGINT)
+    stdout, stderr = started.communicate(timeout=120)
+    assert started.returncode == 130, stderr[-2000:]
+    lines = (stdout + stderr).strip().splitlines()
+    assert len(lines) == 1 and "interrupted" in lines[0] and "Traceback" not in stderr, stdout + stderr
+    assert not out.exists()
