@@ -48,6 +48,7 @@ __all__ = [
     "build_program",
     "score_code",
     "score",
+    "scorable",
     "shutdown_math_workers",
 ]
 
@@ -585,6 +586,12 @@ def score_code(completion: str | None, task: Task, timeout_s: float = 10.0) -> t
 
 
 # =========================================================================== dispatch
+def scorable(task: Task) -> bool:
+    """Whether :func:`score` can score ``task``: a code task needs its tests, any other its reference
+    (a user's own question may have neither)."""
+    return task.tests is not None if task.domain == "code" else task.reference is not None
+
+
 def score(task: Task, text: str | None, *, math_timeout_s: float = 5.0, code_timeout_s: float = 10.0) -> float:
     """Score a model's final output on a task, in [0, 1].
 

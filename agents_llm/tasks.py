@@ -16,12 +16,14 @@ Required
 
 Optional
     ``reference`` (str or number; numbers are turned into str): the answer. Required for
-    ``math`` and ``reasoning`` tasks. With ``choices`` it is the correct option, given
+    ``math`` and ``reasoning`` tasks (unless loaded with ``need_answers=False``: a user's
+    questions, answered but not scored). With ``choices`` it is the correct option, given
     either as its letter (``"C"``) or as the exact text of one option; it is stored as the
     letter.
     ``tests`` (str): test code for ``code`` tasks (required for them). It runs after the
     prompt and the completion, so it must call the function itself (HumanEval style:
-    ``def check(candidate): ...`` then ``check(func)``).
+    ``def check(candidate): ...`` then ``check(func)``). With ``need_answers=False`` it may be
+    left out.
     ``choices`` (list of 2 to 26 non-empty str): the options of a multiple-choice item;
     letters A, B, ... are given in order. The loader appends the lettered options to the
     prompt (``"A. first"`` per line) unless the prompt already lists every letter;
@@ -57,6 +59,7 @@ from topo_env.engine.tasks import DIFFICULTY_BUCKETS, DOMAINS, Task, difficulty_
 __all__ = [
     "load_humaneval",
     "load_jsonl",
+    "parse_task",
     "save_jsonl",
     "split_tasks",
     "format_choices",
@@ -132,7 +135,14 @@ def _err(field: str | None, msg: str) -> _LineError:
     return _LineError(f"field '{field}': {msg}" if field else msg)
 
 
-def _parse_record(obj: Any, default_domain: str | None) -> Task:
+def parse_task(obj: Any, domain: str | None = None, need_answer: bool = True) -> Task:
+    """One task from a JSON object in this module's schema (``domain``: as :func:`load_jsonl`'s);
+    ``need_answer=False`` lets a math or reasoning task leave out its reference and a code task
+    its tests (nothing to score). A bad field raises ``ValueError("field '<name>': ...")``."""
+    return _parse_record(obj, domain, need_answer)
+
+
+def _parse_record(obj: Any, default_domain: str | None, need_answer: bool = True) -> Task:
     if not isinstance(obj, dict):
         raise _err(None, f"expected a JSON object, got {type(obj).__name__}")
 
@@ -179,7 +189,7 @@ def _parse_record(obj: Any, default_domain: str | None) -> Task:
     tests = obj.get("tests")
     if tests is not None and not isinstance(tests, str):
         raise _err("tests", f"must be a string, got {type(tests).__name__}")
-    if domain == "code" and not (tests and tests.strip()):
+    if need_answer and domain == "code" and not (tests and tests.strip()):
         raise _err("tests", "code tasks need non-empty test code")
 
     # choices
@@ -201,11 +211,11 @@ def _parse_record(obj: Any, default_domain: str | None) -> Task:
         reference = str(reference).strip()
         if not reference:
             raise _err("reference", "must not be empty")
-    if domain in ("math", "reasoning") and reference is None:
+    if need_answer and domain in ("math", "reasoning") and reference is None:
         raise _err("reference", f"{domain} tasks need a reference answer")
     if choices is not None:
         letters = choice_letters(len(choices))
-        if reference in letters:
+        if reference is None or reference in letters:  # None: only with need_answer=False
             pass
         elif reference is not None and reference.strip("()").upper() in letters and len(reference.strip("()")) == 1:
             reference = reference.strip("()").upper()
@@ -235,11 +245,11 @@ def _parse_record(obj: Any, default_domain: str | None) -> Task:
     return Task(id=tid, domain=domain, prompt=prompt, reference=reference, tests=tests, metadata=metadata)
 
 
-def load_jsonl(path: str | Path, domain: str | None = None) -> list[Task]:
+def load_jsonl(path: str | Path, domain: str | None = None, need_answers: bool = True) -> list[Task]:
     """Tasks from a JSONL file in the schema of this module's docstring.
 
     ``domain``, when given, is the domain of lines that do not state one, and every line
-    that does state one must agree with it. Raises ``ValueError`` naming the file, the line
+    that does state one must agree with it; ``need_answers``: as :func:`parse_task`'s. Raises ``ValueError`` naming the file, the line
     number and the bad field on the first invalid line (including a duplicate ``id``).
     """
     path = Path(path)
@@ -260,7 +270,7 @@ def load_jsonl(path: str | Path, domain: str | None = None) -> list[Task]:
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
             try:
-                task = _parse_record(obj, domain)
+                task = _parse_record(obj, domain, need_answers)
             except _LineError as e:
                 raise ValueError(f"{path}:{lineno}: {e}") from None
             if task.id in first_line:

@@ -23,7 +23,7 @@ import numpy as np
 
 from agents_llm.client import LLMClient
 from agents_llm.prompts import agent_messages, decision_messages, parse_reply
-from agents_llm.scoring import build_program, score
+from agents_llm.scoring import build_program, score, scorable
 from agents_llm.datasets import load_dataset
 from agents_llm.tasks import split_tasks
 from topo_env.engine.team_backend import AgentCall, AgentReply, Decision, Message, Verdict
@@ -164,9 +164,10 @@ class LLMTeamBackend:
         messages = decision_messages(task, finals, self.domain, self.roles)
         res = await self.client.complete(messages, sample_index=self._sample_index(99, 0, "decide"))
         answer, confidence = parse_reply(res.content, task)
-        accuracy = await asyncio.to_thread(score, task, res.content)
+        scored = scorable(task)  # a user's question may have no reference: answered, not scored
+        accuracy = await asyncio.to_thread(score, task, res.content) if scored else 0.0
         reply = AgentReply(text=res.content, answer=answer, confidence=confidence, prompt_tokens=res.prompt_tokens,
                            completion_tokens=res.completion_tokens,
                            content_tokens=max(res.completion_tokens - res.reasoning_tokens, 0),
                            reasoning_tokens=res.reasoning_tokens, tokens_estimated=res.estimated)
-        return Decision(reply=reply, accuracy=float(accuracy))
+        return Decision(reply=reply, accuracy=float(accuracy), scored=scored)

@@ -16,6 +16,19 @@ ONE_EPISODE_CONFIG = str(Path(__file__).resolve().parent / "data" / "one_episode
 """The config of the one-episode loop's tests (``sim_scale.batch: 0``; tests/data/one_episode.yaml)."""
 
 
+def train_tiny_run(out: Path) -> Path:
+    """A real 4-episode train_qmix.py run of :data:`ONE_EPISODE_CONFIG` into ``out`` (a second or
+    two; small networks, no references), with its checkpoint.pt and results.json; returns ``out``."""
+    import train_qmix
+    assert train_qmix.main(["--config", ONE_EPISODE_CONFIG, "--no-progress", "--no-pictures", "--out", str(out),
+                            "--episodes", "4", "--set", "qmix.hidden_dim=16", "--set", "qmix.batch_size=2",
+                            "--set", "qmix.buffer_size=8", "--set", "train.warmup_episodes=2",
+                            "--set", "train.eval_episodes=2", "--set", "train.references=false",
+                            "--set", "train.curve_every=0", "--set", "train.checkpoint_every=4",
+                            "--set", "train.log_every=4"]) == 0
+    return out
+
+
 def read_checkpoint(path: Path) -> dict:
     """A train_qmix.py checkpoint (a run directory or the file) with its replay as arrays."""
     path = Path(path)

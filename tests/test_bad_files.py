@@ -12,7 +12,7 @@ import torch
 import train_qmix
 from agents_llm.cache import ResponseCache
 from fake_openai_server import FakeOpenAIServer
-from run_checks import ONE_EPISODE_CONFIG
+from run_checks import ONE_EPISODE_CONFIG, train_tiny_run
 from studies import leaderboard, robustness
 from topo_env import parallel_env
 from topo_env.engine.cli import run_main
@@ -58,13 +58,7 @@ def one_line_error(capsys, command, prog: str, *words: str) -> str:
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
     """The folder of a real train_qmix.py run of 4 episodes (under a second), with its checkpoint.pt."""
-    out = tmp_path_factory.mktemp("trained") / "run"
-    assert train_qmix.main(["--config", ONE_EPISODE_CONFIG, "--no-progress", "--no-pictures", "--out", str(out),
-                            "--episodes", "4", "--set", "qmix.hidden_dim=16", "--set", "qmix.batch_size=4",
-                            "--set", "qmix.buffer_size=8", "--set", "train.warmup_episodes=4",
-                            "--set", "train.eval_episodes=2", "--set", "train.references=false",
-                            "--set", "train.checkpoint_every=4", "--set", "train.log_every=4"]) == 0
-    return out
+    return train_tiny_run(tmp_path_factory.mktemp("trained") / "run")
 
 
 def incomplete(trained_run, how: str) -> bytes:

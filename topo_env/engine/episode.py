@@ -352,7 +352,8 @@ def episode_transcript(episode: TeamEpisode, labels: Sequence[str] = ()) -> str:
     if episode.decision is not None:
         reply = episode.decision.reply
         lines.append(f"== decision (FinalRefer): {reply.text}  tokens={reply.total_tokens}")
-        lines.append(f"   accuracy={episode.accuracy:.0f} team_tokens={episode.team_tokens}")
+        scored = f"accuracy={episode.accuracy:.0f}" if episode.decision.scored else "not scored (no reference)"
+        lines.append(f"   {scored} team_tokens={episode.team_tokens}")
     return "\n".join(lines)
 
 

@@ -84,10 +84,12 @@ class AgentReply(NamedTuple):
 
 
 class Decision(NamedTuple):
-    """The decision node's (FinalRefer) answer for the episode."""
+    """The decision node's (FinalRefer) answer for the episode. ``scored`` is False where the task
+    had nothing to score against (a user's question without a reference); ``accuracy`` is then 0."""
 
     reply: AgentReply
     accuracy: float
+    scored: bool = True
 
 
 class TeamSettings(Protocol):
