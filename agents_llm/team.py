@@ -29,6 +29,9 @@ from agents_llm.tasks import split_tasks
 from topo_env.engine.team_backend import AgentCall, AgentReply, Decision, Message, Verdict
 from agents_llm.config import LLMSettings
 from topo_env.engine.config_checks import ConfigError
+from topo_env.engine.decision import (
+    LLM_DECISION, DecisionMode, parse_decision, pick_final, picked_reply, settings_decision,
+)
 from topo_env.engine.roles import default_personas
 from topo_env.engine.tasks import Task
 
@@ -80,8 +83,10 @@ class LLMTeamBackend:
     concurrent = True
 
     def __init__(self, domain: str, llm: LLMSettings, tasks: TaskPool, roles: Sequence[str],
-                 personas: Sequence[str] | None = None, client: LLMClient | None = None, descriptors: bool = False):
+                 personas: Sequence[str] | None = None, client: LLMClient | None = None, descriptors: bool = False,
+                 decision: DecisionMode | str = LLM_DECISION):
         self.domain, self.tasks = domain, tasks
+        self.decision = parse_decision(decision, len(roles))  # the decision node, a vote or one agent
         self.descriptors = descriptors  # ask for DyTopo's NEED/OFFER lines (EnvConfig.descriptors)
         self.client = client if client is not None else LLMClient(llm)  # shared by sibling() teams
         self.roles = tuple(roles)
@@ -102,14 +107,15 @@ class LLMTeamBackend:
         if not tasks:
             raise ConfigError(f"backend.dataset={backend.dataset!r} holds no {config.domain} tasks")
         pool = TaskPool(tasks, train_size=min(backend.train_size, len(tasks) - 1))
-        return cls(config.domain, backend, pool, config.roles, config.personas, descriptors=config.descriptors)
+        return cls(config.domain, backend, pool, config.roles, config.personas, descriptors=config.descriptors,
+                   decision=settings_decision(config))
 
     def sibling(self) -> "LLMTeamBackend":
         """The same team for another episode in flight: its own episode state, this team's
         tasks and :class:`~agents_llm.client.LLMClient` (one connection pool, one
         ``max_concurrency`` for all episodes)."""
         return LLMTeamBackend(self.domain, self.client.config, self.tasks, self.roles, self.personas, self.client,
-                              self.descriptors)
+                              self.descriptors, self.decision)
 
     def sample_task(self, rng: np.random.Generator, split: str) -> Task:
         return self.tasks.sample(rng, split)
@@ -161,10 +167,15 @@ class LLMTeamBackend:
         return Verdict.NONE, ""
 
     async def decide(self, task: Task, finals: tuple[Message, ...]) -> Decision:
+        scored = scorable(task)  # a user's question may have no reference: answered, not scored
+        if self.decision.kind != "llm":  # a vote or one agent's answer (topo_env.engine.decision): no call
+            picked = pick_final(finals, self.decision)
+            text = None if picked is None else picked.text
+            accuracy = await asyncio.to_thread(score, task, text) if scored and text else 0.0
+            return Decision(reply=picked_reply(picked), accuracy=float(accuracy), scored=scored)
         messages = decision_messages(task, finals, self.domain, self.roles)
         res = await self.client.complete(messages, sample_index=self._sample_index(99, 0, "decide"))
         answer, confidence = parse_reply(res.content, task)
-        scored = scorable(task)  # a user's question may have no reference: answered, not scored
         accuracy = await asyncio.to_thread(score, task, res.content) if scored else 0.0
         reply = AgentReply(text=res.content, answer=answer, confidence=confidence, prompt_tokens=res.prompt_tokens,
                            completion_tokens=res.completion_tokens,

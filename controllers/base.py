@@ -29,6 +29,8 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 import gymnasium
 import numpy as np
 
+from topo_env.engine.decision import settings_decision
+
 TRAIN_SEED_BASE = 1_000_000
 """Training episodes use reset seeds ``TRAIN_SEED_BASE * (seed + 1) + k`` on the train split;
 evaluation uses seeds ``k`` on the eval split, the same for every method (common random numbers)."""
@@ -191,11 +193,18 @@ class EpisodeRecord:
     out_degree: tuple[float, ...]
 
 
+def _decision_calls(env: Any) -> int:
+    """The LLM calls of one decision on ``env`` (its config's ``decision``: 1 the decision node, 0 a vote or
+    one agent's answer; 1 for an env without a config)."""
+    return settings_decision(getattr(getattr(env, "unwrapped", env), "config", None)).calls
+
+
 class _Tally:
     """What :class:`EpisodeRecord` sums over an episode's steps."""
 
-    def __init__(self):
-        self.ret, self.calls, self.density, self.out_degrees = 0.0, 1, [], []  # calls: the decision node's
+    def __init__(self, decision_calls: int = 1):
+        # calls: the decision's (1 the decision node's; 0 a vote's or one agent's answer, env.decision)
+        self.ret, self.calls, self.density, self.out_degrees = 0.0, int(decision_calls), [], []
 
     def add(self, reward: float, info: dict) -> None:
         self.ret += float(reward)
@@ -218,7 +227,7 @@ def play_episode(env: gymnasium.Env, controller: Controller, seed: int, options:
     """Play one episode of ``controller`` on ``env`` from ``env.reset(seed=seed, options=options)``."""
     observation, info = env.reset(seed=seed, options=options)
     controller.begin(observation, info)
-    tally, done = _Tally(), False
+    tally, done = _Tally(_decision_calls(env)), False
     while not done:
         observation, reward, done, _, info = env.step(controller.act(observation, info))
         tally.add(reward, info)
@@ -231,7 +240,7 @@ async def aplay_episode(env: Any, controller: Controller, seed: int, options: di
     (one env and one controller copy each) then share one event loop and one LLM server."""
     observation, info = env.reset(seed=seed, options=options)
     controller.begin(observation, info)
-    tally, done = _Tally(), False
+    tally, done = _Tally(_decision_calls(env)), False
     while not done:
         observation, reward, done, _, info = await env.astep(controller.act(observation, info))
         tally.add(reward, info)
@@ -241,11 +250,13 @@ async def aplay_episode(env: Any, controller: Controller, seed: int, options: di
 
 class CallCounter(gymnasium.Wrapper):
     """Counts what the episodes played through it spend: episodes (resets), LLM calls (agents'
-    per step + one decision node per finished episode) and team tokens (at each episode's end)."""
+    per step + the decision node's per finished episode, none where the team decides
+    by a vote or one agent's answer) and team tokens (at each episode's end)."""
 
     def __init__(self, env: gymnasium.Env):
         super().__init__(env)
         self.report = TrainingSpend()
+        self.decision_calls = _decision_calls(env)  # 0 where the team decides without the decision node
 
     def reset(self, **kwargs):
         self.report.episodes += 1
@@ -253,7 +264,7 @@ class CallCounter(gymnasium.Wrapper):
 
     def step(self, action):
         observation, reward, terminated, truncated, info = self.env.step(action)
-        self.report.calls += int(np.sum(info["calls"])) + int(bool(terminated))
+        self.report.calls += int(np.sum(info["calls"])) + int(bool(terminated)) * self.decision_calls
         if terminated:
             self.report.tokens += int(info["team_tokens"])
         return observation, reward, terminated, truncated, info

@@ -161,7 +161,7 @@ class BatchEpisodeRunner:
         stats = BatchStats(returns, result.accuracy, result.tokens,
                            (graphs.sum(axis=(2, 3)) / (n * (n - 1))).mean(axis=1), batch.actions, graphs,
                            np.stack(targets, axis=1), venv.episodes.buckets, np.stack(q_taken, axis=1),
-                           result.calls.sum(axis=(1, 2)) + episode_calls(0), venv.episodes.adversaries)
+                           result.calls.sum(axis=(1, 2)) + episode_calls(0, result.decision_calls), venv.episodes.adversaries)
         return batch, stats
 
     def _greedy_returns(self, venv: SimVectorEnv, actions: np.ndarray, hidden: torch.Tensor, gamma: float) -> np.ndarray:

@@ -376,7 +376,7 @@ def references_apply(cfg: ExperimentConfig) -> bool:
 def batch_figures(result: Any) -> dict[str, Any]:
     """The figures :func:`topo_env.references.baselines.policy_figures` gives, of a
     :class:`~topo_env.sim.batch.BatchResult` (episodes played by the batch simulator)."""
-    calls = result.calls.sum(axis=(1, 2)) + episode_calls(0)
+    calls = result.calls.sum(axis=(1, 2)) + episode_calls(0, result.decision_calls)
     return {"reward": float(result.reward.mean()), "reward_std": float(result.reward.std()),
             "accuracy": float(result.accuracy.mean()), "tokens_per_task": float(result.tokens.mean()),
             "density": float(result.density.mean()), "calls_per_task": float(calls.mean()),

@@ -9,7 +9,9 @@ import torch
 
 from learners.agent_network import AgentQNetwork
 from learners.buffer import ReplayEpisode
-from topo_env.references.baselines import FIXED_BASELINES, episode_calls, fixed_joint_action, step_calls
+from topo_env.references.baselines import (
+    FIXED_BASELINES, env_decision_calls, episode_calls, fixed_joint_action, step_calls,
+)
 from topo_env.engine.episode import run_to_end
 from topo_env.frontends.parallel_env import TopologyParallelEnv
 
@@ -223,6 +225,6 @@ class EpisodeRunner:
         stats = EpisodeStats(
             reward=float(sum(rec["reward"])), accuracy=float(info["accuracy"]), tokens=int(info["team_tokens"]),
             density=float(graphs.mean(axis=(1, 2)).mean() * n / (n - 1)), actions=record.actions, adjacency=graphs,
-            bucket=env.episode_summary()["bucket"], q_values=np.stack(q_taken), calls=episode_calls(agent_calls),
+            bucket=env.episode_summary()["bucket"], q_values=np.stack(q_taken), calls=episode_calls(agent_calls, env_decision_calls(env)),
         )
         return record, stats

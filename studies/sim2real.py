@@ -57,6 +57,7 @@ from learners.runner import space_dims
 from learners.training import STOPPED, RunOptions, resumed_config, train_and_evaluate
 from learners.evaluation import (OBSERVATION_LAYOUT, QMIXPolicy, agent_from_checkpoint,
                                  held_out_comparison, layout_difference, load_checkpoint, score_on_simulator)
+from topo_env.engine.decision import parse_decision
 from topo_env.engine.cli import OneLineParser, closing_note, format_table, points, run_main, standard_error_note
 from topo_env.engine.user_files import output_dir, read_json_file, write_text_atomically
 from topo_env.references.baselines import BASELINES
@@ -91,10 +92,10 @@ class Stopped(Exception):
     """A training stage stopped early (Ctrl-C); the training printed where."""
 
 
-def max_episode_calls(n_agents: int, rounds: int) -> int:
+def max_episode_calls(n_agents: int, rounds: int, decision: str = "llm") -> int:
     """The most LLM calls one episode can make: a draft and a revision per agent and round, and the
-    decision node's."""
-    return 2 * n_agents * rounds + 1
+    decision node's (none where the team decides by a vote or one agent's answer, ``env.decision``)."""
+    return 2 * n_agents * rounds + parse_decision(decision).calls
 
 
 def record(real: ExperimentConfig, path: Path, budget: int, seed: int, partial: dict | None = None,
@@ -106,7 +107,7 @@ def record(real: ExperimentConfig, path: Path, budget: int, seed: int, partial: 
     the size of ``path`` (synced); given such a ``partial``, the recording goes on from there,
     ``path`` cut back to its complete episodes (None: afresh). Returns episodes, calls, tokens,
     pool, max_calls_per_episode."""
-    bound = max_episode_calls(real.env.n_agents, real.env.rounds)
+    bound = max_episode_calls(real.env.n_agents, real.env.rounds, real.env.decision)
     pool = default_pool(max(1, budget // bound))
     done = dict(partial or {"chunk": 0, "size": 0, "played": 0, "rng": None, "bytes": 0, **dict.fromkeys(SPEND, 0)})
     if path.exists() and path.stat().st_size >= done["bytes"]:
@@ -200,7 +201,7 @@ def run(real: ExperimentConfig, out: Path, real_calls: int, finetune_calls: int 
     call's command line; None: generic words) as what continues it. Rerun, the same call keeps each
     finished stage and continues the stopped one (:class:`Stages`)."""
     seed, finetune = real.train.seed, int(finetune_calls or 0)
-    bound = max_episode_calls(real.env.n_agents, real.env.rounds)
+    bound = max_episode_calls(real.env.n_agents, real.env.rounds, real.env.decision)
     budget = record_budget(real_calls, finetune, bound)
     out = output_dir(out)
     stages = Stages(out, stage_inputs(real, real_calls, finetune, sim_sets, sim_episodes))

@@ -111,6 +111,7 @@ class TeamSettings(Protocol):
     w_tok: float
     max_tokens: int
     target_rule: str
+    decision: str  # "llm", "vote" or "agent:K" (topo_env.engine.decision)
 
 
 class TeamBackend(Protocol):

@@ -20,7 +20,9 @@ Schema ``topomarl.trace/1`` (one line per episode; token counts are the backend'
                    prompt_tokens, completion_tokens, reasoning_tokens, tokens_estimated}
     message       {sender, round, phase, answer, confidence, verdict}
     decision      {shown: [message, ...], answer, confidence, text, prompt_tokens, completion_tokens,
-                   reasoning_tokens, tokens_estimated, accuracy}
+                   reasoning_tokens, tokens_estimated, accuracy, mode}
+                  mode: how the team decided (``env.decision``: "llm" the decision node's call, "vote",
+                  "agent:K": no call, zero tokens; :mod:`topo_env.engine.decision`); absent: "llm"
     team_tokens   the episode's tokens, the decision node's included
     reward        Eq. 12's return of the episode
 
@@ -37,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from topo_env.engine.config_checks import ConfigError
+from topo_env.engine.decision import DecisionMode, parse_decision
 from topo_env.engine.team_backend import AgentReply, Message
 
 SCHEMA = "topomarl.trace/1"
@@ -93,7 +97,7 @@ def episode_record(episode: Any) -> dict[str, Any]:
                        "active": spec.active.astype(int).tolist(), "verify": spec.verify.astype(int).tolist(),
                        "recall": None if spec.recall is None else spec.recall.astype(int).tolist(), "calls": calls})
     decision = {"shown": [message_record(m) for m in episode.decision_shown], **reply_record(episode.decision.reply),
-                "accuracy": float(episode.decision.accuracy)}
+                "accuracy": float(episode.decision.accuracy), "mode": str(getattr(episode.backend, "decision", "llm"))}
     return {"schema": SCHEMA,
             "task": {"id": task.id, "domain": task.domain, "prompt": task.prompt, "reference": task.reference,
                      "metadata": plain_data(task.metadata)},
@@ -154,7 +158,16 @@ def check_record(record: Any, where: str = "trace") -> None:
                 _keys(m, MESSAGE_KEYS, where, f"{cfield}.shown[{j}]")
     _keys(record["decision"], ("shown", "answer", "confidence", "accuracy", "prompt_tokens", "completion_tokens"),
           where, "decision")
+    try:
+        decision_mode(record, n)
+    except ConfigError as err:
+        raise TraceError(f"{where}: field 'decision.mode': {err}") from None
     _int(record["team_tokens"], where, "team_tokens", 0)
+
+
+def decision_mode(record: dict[str, Any], n_agents: int | None = None) -> DecisionMode:
+    """How an episode record's team decided (its ``decision.mode``; "llm" in traces written before it)."""
+    return parse_decision(record["decision"].get("mode", "llm"), n_agents, "decision.mode")
 
 
 def _keys(value: Any, keys: tuple[str, ...], where: str, field: str) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from topo_env.references.baselines import episode_calls, step_calls
+from topo_env.references.baselines import env_decision_calls, episode_calls, step_calls
 from topo_env.engine.config_checks import ConfigError
 
 EPISODES_PER_TASK = 3
@@ -77,7 +77,7 @@ def record_exploration(env, path, episodes: int, seed: int, pool: int | None = N
                            for a in env.agents}
                 observations, _, _, _, infos = env.step(actions)
                 agent_calls += step_calls(infos)
-            calls += episode_calls(agent_calls)
+            calls += episode_calls(agent_calls, env_decision_calls(env))
             tokens += int(infos[env.possible_agents[0]]["team_tokens"])
             if after_episode is not None:
                 after_episode({"episodes": played, "calls": calls, "tokens": tokens, "rng": rng.bit_generator.state})

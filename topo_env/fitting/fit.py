@@ -35,7 +35,8 @@ the order the fit runs; each module's docstring states its model:
   :mod:`~topo_env.fitting.fit_social`, :mod:`~topo_env.fitting.fit_updates`): drift_cw, drift_wc;
   w_fresh, w_peer, rho, rho_v, theta, theta_v, tau and each subject's verifiability. w_commit (the
   scale) and rho_d are kept.
-* **Decision node** (:mod:`~topo_env.fitting.fit_decision`): decide_tau, contradicted_weight.
+* **Decision node** (:mod:`~topo_env.fitting.fit_decision`): decide_tau, contradicted_weight (kept from the
+  base, with decide_factor, where the traces decided by a vote or one agent's answer: ``decision.mode``).
 * **Confidence** (:mod:`~topo_env.fitting.fit_confidence`): mu_correct, mu_wrong, kappa, sigma_conf;
   fitted first with the base's weights (the update fit integrates a fresh attempt's confidence with
   them), then again with the fitted w_peer and contradicted_weight.
@@ -73,7 +74,7 @@ from topo_env.engine.cli import OneLineParser, RunError, run_main
 from topo_env.fitting.fit_ability import fit_ability
 from topo_env.fitting.fit_confidence import confidence_levels, fit_confidence, report_confidence
 from topo_env.fitting.fit_data import Data, FitError, load_traces
-from topo_env.fitting.fit_decision import fit_decision
+from topo_env.fitting.fit_decision import fit_decision, keep_without_node
 from topo_env.fitting.fit_report import Report, format_report
 from topo_env.fitting.fit_result import Fitted, ProfileBuilder
 from topo_env.fitting.fit_social import fit_drift, fit_social
@@ -144,6 +145,7 @@ def _fit_records(records: list[dict], base: SimProfile, where: str, seed: int) -
     verbosity = np.array([m.verbosity for m in base.team_models(data.n_agents)])
     fit_tokens(data, profile, data.calls + data.decisions, verbosity, report)
     fit_tasks(data, report)
+    keep_without_node(data.decision_modes, data.decisions, report)  # a vote's or one agent's traces
     report.identification_notes()
 
     builder = ProfileBuilder(base, data, am, verifier, verif, shrink)

@@ -35,6 +35,7 @@ from topo_env.sim.model import draw_noise
 from topo_env.sim.config import SimBackendConfig
 from topo_env.sim.profiles import PROFILES, SimProfile
 from topo_env.engine.tasks import DEFAULT_ROUNDS
+from topo_env.engine.traces import decision_mode
 
 TOPOLOGIES = tuple(t for t in FIXED_BASELINES if t != "chain")  # solo, full, star, debate
 EPISODES = 4000  # per fixed topology, the fitted team's point estimate
@@ -53,14 +54,24 @@ DOMAINS = {**{n: (0.0, 1.0) for n in ("drift_cw", "drift_wc", "trap_base", "veri
            "verbosity": (0.01, None)}
 
 
-def simulator(profile: SimProfile, n_agents: int, rounds: int, roles, config: EnvConfig) -> CommBatchSimulator:
-    """A batch simulator of ``profile`` (an in-memory one too) with ``config``'s target rule and reward."""
+def simulator(profile: SimProfile, n_agents: int, rounds: int, roles, config: EnvConfig,
+              decision: str | None = None) -> CommBatchSimulator:
+    """A batch simulator of ``profile`` (an in-memory one too) with ``config``'s target rule and reward, and
+    ``config``'s decision (``decision``: another one, e.g. the traces')."""
     # CommBatchSimulator validates its EnvConfig by profile name; a fitted profile not on disk has none, so it
     # is checked as the built-in profile of its domain (the name is all that is read)
     named = profile if (profile.source or profile.name in PROFILES) else replace(
         profile, name=next(p.name for p in PROFILES.values() if p.domain == profile.domain))
     return CommBatchSimulator(named, n_agents, rounds, tuple(roles), target_rule=config.target_rule, w_acc=config.w_acc,
-                          w_tok=config.w_tok, max_tokens=config.max_tokens)
+                          w_tok=config.w_tok, max_tokens=config.max_tokens,
+                          decision=config.decision if decision is None else decision)
+
+
+def trace_decision(records: list[dict]) -> str:
+    """How the recorded team decided (``decision.mode`` of :mod:`topo_env.engine.traces`): the most common
+    mode among ``records`` ("llm" where none), so that a replay decides the same way."""
+    modes = [str(decision_mode(r)) for r in records]
+    return max(sorted(set(modes)), key=modes.count) if modes else "llm"
 
 
 def trace_tasks(data, profile: SimProfile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -243,7 +254,8 @@ def _check(fitted, config: EnvConfig | None, seed: int, episodes: int, draws: in
         lengths = [len(r["rounds"]) for r in ok]
         rounds = max(set(lengths), key=lengths.count) if lengths else DEFAULT_ROUNDS[profile.domain]
         built_in = next(p.name for p in PROFILES.values() if p.domain == profile.domain)
-        config = EnvConfig(n_agents=n, rounds=rounds, backend=SimBackendConfig(profile=built_in), roles=roles)
+        config = EnvConfig(n_agents=n, rounds=rounds, backend=SimBackendConfig(profile=built_in), roles=roles,
+                           decision=trace_decision(ok or records))
     rounds, roles = config.rounds, tuple(config.roles)
     tasks = trace_tasks(data, profile)
     rng = np.random.default_rng(seed)
@@ -301,8 +313,10 @@ def _replay(records: list[dict], ep: np.ndarray, tasks, profile: SimProfile, dra
     observed = {"accuracy": np.array([r["decision"]["accuracy"] for r in records], dtype=float),
                 "tokens": np.array([r["team_tokens"] for r in records], dtype=float)}
 
+    decision = trace_decision(records)  # the recorded team's decision, whatever the env's
+
     def play(p: SimProfile, reps: int) -> dict[str, np.ndarray]:
-        sim = simulator(p, n, rounds, roles, config)
+        sim = simulator(p, n, rounds, roles, config, decision)
         acc, tok = np.zeros(len(records)), np.zeros(len(records))
         for _ in range(reps):
             res = sim.run_specs(specs, _task_arrays(tasks, ep, rng), draw_noise(rng, p, len(records), rounds, n), adv)

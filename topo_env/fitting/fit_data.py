@@ -8,7 +8,9 @@ missing file or malformed line raises :class:`FitError` naming the file, line an
 
 * ``calls``: every agent call (:class:`Call`: its task, agent, role, round, whether it is an adversary's,
   the own previous answer and the messages shown as :class:`Inp`, its label, confidence, verdict and
-  tokens); ``decisions``: the decision node's calls; ``episode_task``: each episode's task index.
+  tokens); ``decisions``: the decision node's calls; ``episode_task``: each episode's task index;
+  ``decision_modes``: how many episodes decided each way (``decision.mode``: a vote's or one agent's
+  decision is no decision node's call, so it is not among ``decisions``).
 * ``tasks`` (:class:`TaskInfo`): per task its labels, 0 the right answer, 1 the trap, 2.. the other
   wrong answers ranked by frequency (answer choices keep their index); ``subjects`` (the base's, then
   new ones), ``subject_of`` and ``difficulty`` per task (``d_estimated`` where it was missing).
@@ -30,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from topo_env.engine.config_checks import ConfigError
-from topo_env.engine.traces import TraceError, read_traces
+from topo_env.engine.traces import TraceError, decision_mode, read_traces
 from topo_env.sim.profiles import SimProfile
 
 MIN_CALLS = 30  # calls needed to fit any part (the per-subject and per-agent parts have their own)
@@ -124,6 +126,7 @@ class Data:
         self._place_subjects(base)
         self.calls: list[Call] = []
         self.decisions: list[Call] = []
+        self.decision_modes: Counter = Counter()  # mode ("llm", "vote", "agent:K") -> episodes
         self.episode_task: list[int] = []
         for e, rec in enumerate(records):
             j = task_index[str(rec["task"].get("id"))]
@@ -253,6 +256,10 @@ class Data:
                     prompt=c["prompt_tokens"], completion=c["completion_tokens"], reasoning=c["reasoning_tokens"]))
         dec = rec["decision"]
         if dec.get("called") is False:  # a probe episode without a decision (agents_llm.probe)
+            return
+        mode = str(decision_mode(rec))
+        self.decision_modes[mode] += 1
+        if mode != "llm":  # a vote or one agent's answer: no decision node spoke (topo_env.engine.decision)
             return
         conf = dec["confidence"]
         self.decisions.append(Call(

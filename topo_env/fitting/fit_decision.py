@@ -9,6 +9,11 @@ of them count; their likelihood is the softmax over the finals' labels of the sc
 the vote is deterministic and the bound is reported); contradicted_weight only when at least ``MIN_CALLS``
 such decisions have a final that passed verification (else kept from ``profile``). Standard errors from
 the numerical Hessian; the rows go to ``report``.
+
+``keep_without_node(modes, decisions, report)``: traces of a team that decided by a vote or by one agent's
+answer (``env.decision``; ``modes`` counts the episodes per ``decision.mode``) hold no decision node's call,
+so the node's parameters (:data:`NODE_PARAMETERS`) are not identified: where no decision node spoke at
+all, their rows are kept from the base, saying so.
 """
 from __future__ import annotations
 
@@ -22,7 +27,8 @@ from topo_env.fitting.fit_stats import hessian, lse, std_errors
 from topo_env.sim.model import verdict_factor
 from topo_env.sim.profiles import SimProfile
 
-DECISION_BOUNDS = ((1e-2, 10.0), (0.0, 5.0))  # decide_tau (below 0.01 the vote is deterministic), contradicted_weight
+DECISION_BOUNDS = ((1e-2, 10.0), (0.0, 5.0))
+NODE_PARAMETERS = ("decide_tau", "contradicted_weight", "decide_factor")  # what only the decision node's calls inform  # decide_tau (below 0.01 the vote is deterministic), contradicted_weight
 
 
 def decision_scores(p: SimProfile, finals: list[Inp], contradicted: float) -> dict[int, float]:
@@ -69,3 +75,16 @@ def fit_decision(p: SimProfile, decisions: list[Call], report: Report) -> None:
                    bounds=bounds[1])
     else:
         report.keep("contradicted_weight", len(contradicted_calls), "no decision with a final that passed verification")
+
+
+def keep_without_node(modes, decisions: list[Call], report: Report) -> bool:
+    """Keep the decision node's parameters from the base where the traces decided without it (every episode
+    a vote or one agent's answer, :mod:`topo_env.engine.decision`); True where it did so."""
+    others = sorted(m for m, k in modes.items() if k and m != "llm")
+    if decisions or not others:
+        return False
+    why = f"not identified: no decision node's call (decision {', '.join(repr(m) for m in others)})"
+    for name in NODE_PARAMETERS:
+        if name in report.rows or name != "decide_factor":
+            report.keep(name, 0, why)
+    return True

@@ -13,6 +13,7 @@ from topo_env.engine.config_checks import (
 from topo_env.frontends.comm_actions import ACTION_NAMES, N_ACTIONS
 from topo_env.frontends.encoders import ENCODERS
 from topo_env.engine.backend_registry import backend_config
+from topo_env.engine.decision import parse_decision
 from topo_env.engine.roles import TeamPlacement, default_personas
 from topo_env.sim.config import SIM_KEYS
 from topo_env.sim.tasks import SPLITS
@@ -74,6 +75,11 @@ class EnvConfig:
             them in its prompt, the simulated team writes them from its state
             (:mod:`topo_env.sim.descriptors`). Off by default: the replies, prompts and every
             figure stay as they were; the DyTopo controller turns it on.
+        decision: how the episode's answer is decided (:mod:`topo_env.engine.decision`): ``"llm"`` (the
+            paper's decision node, one LLM call; the default), ``"vote"`` (a plurality vote of the
+            finals of the agents that ran, ties to the larger summed stated confidence, then the lowest
+            agent index; no call, no tokens; "Debate or Vote", Choi et al. 2025) or ``"agent:K"``
+            (agent K's final answer; the vote where agent K never ran). Both backends read it.
     """
 
     n_agents: int = 3
@@ -96,6 +102,7 @@ class EnvConfig:
     render_mode: str | None = None
     personas: tuple[str, ...] | None = None  # None: topo_env.engine.roles.default_personas
     descriptors: bool = False
+    decision: str = "llm"  # topo_env.engine.decision: "llm", "vote" or "agent:K"
 
     def __post_init__(self) -> None:
         placement = TeamPlacement(self.n_agents, self.rounds, self.roles, self.adversarial_agents,
@@ -142,6 +149,7 @@ class EnvConfig:
         object.__setattr__(self, "personas", personas)
         if not isinstance(self.descriptors, bool):
             raise ConfigError(f"descriptors={self.descriptors!r}: must be true or false")
+        object.__setattr__(self, "decision", str(parse_decision(self.decision, self.n_agents)))
 
     @property
     def placement(self) -> TeamPlacement:

@@ -23,6 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from topo_env.frontends.comm_actions import ACTION_NAMES, CommAction
+from topo_env.engine.decision import settings_decision
 from topo_env.engine.episode import run_to_end
 from topo_env.engine.seeding import policy_rng
 from topo_env.sim.profiles import get_profile
@@ -276,10 +277,16 @@ def step_calls(infos: dict) -> int:
     return sum(int(info["calls"]) for info in infos.values())
 
 
-def episode_calls(agent_calls: int) -> int:
-    """LLM calls of an episode whose agents made ``agent_calls`` calls: theirs plus the decision
-    node's one (FinalRefer), the way a real team spends them."""
-    return int(agent_calls) + 1
+def episode_calls(agent_calls: int, decision_calls: int = 1) -> int:
+    """LLM calls of an episode whose agents made ``agent_calls`` calls: theirs plus the decision's,
+    ``decision_calls``: the decision node's one (FinalRefer), 0 where the team decides by a vote or one
+    agent's answer (``env.decision``, :attr:`topo_env.engine.decision.DecisionMode.calls`)."""
+    return int(agent_calls) + int(decision_calls)
+
+
+def env_decision_calls(env) -> int:
+    """The LLM calls of one decision on ``env`` (a front-end, wrapped or not): its config's ``decision``."""
+    return settings_decision(getattr(getattr(env, "unwrapped", env), "config", None)).calls
 
 
 async def play_comm_episode(env, policy: CommPolicy, seed: int, split: str, step=None,
@@ -305,7 +312,8 @@ async def play_comm_episode(env, policy: CommPolicy, seed: int, split: str, step
         episode_density.append(float(infos[first]["density"]))
         done = all(terminations.values()) or all(truncations.values()) or not env.agents
     return EpisodeFigures(episode_return, float(infos[first]["accuracy"]), float(infos[first]["team_tokens"]),
-                          float(np.mean(episode_density)), infos[first], episode_calls(agent_calls))
+                          float(np.mean(episode_density)), infos[first],
+                          episode_calls(agent_calls, env_decision_calls(env)))
 
 
 def policy_figures(episodes: Sequence[EpisodeFigures]) -> dict[str, Any]:

@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from topo_env.engine.decision import LLM_DECISION, DecisionMode, parse_decision, settings_decision
 from topo_env.engine.plan import PlanCache
 from topo_env.engine.roles import TeamPlacement
 from topo_env.sim.model import (
     VERDICT_NONE, AgentFeatures, EpisodeNoise, Input, SimOutput, TaskFeatures, draw_noise, simulate_call,
-    simulate_decision, simulate_verdict, wrong_label_cdf,
+    simulate_decision, simulate_verdict, simulate_vote, wrong_label_cdf,
 )
 from topo_env.sim.numerics import ARRAYS
 from topo_env.sim.profiles import SimProfile, get_profile
@@ -161,6 +162,7 @@ class BatchResult:
     adjacency: np.ndarray  # (B, T, N, N)
     calls: np.ndarray  # (B, T, N)
     decision_label: np.ndarray  # (B,)
+    decision_calls: int = 1  # LLM calls of each decision: 1 the decision node's, 0 a vote's or one agent's
 
     @property
     def density(self) -> np.ndarray:
@@ -182,9 +184,11 @@ class BatchSimulator:
     def __init__(self, profile: SimProfile, n_agents: int = 3, rounds: int = 2, roles: tuple[str, ...] | None = None,
                  adversarial_agents: tuple[int, ...] = (), target_rule: str = "disagree", w_acc: float = 1.25,
                  w_tok: float = 0.10, max_tokens: int = 10000, adversary_position: str = "fixed",
-                 n_adversaries: int | None = None, team: tuple | None = None):
+                 n_adversaries: int | None = None, team: tuple | None = None,
+                 decision: DecisionMode | str = LLM_DECISION):
         placement = TeamPlacement(n_agents, rounds, roles, adversarial_agents, adversary_position, n_adversaries)
         self.profile = profile
+        self.decision = parse_decision(decision, n_agents)  # the decision node, a vote or one agent
         self.n, self.rounds = placement.n_agents, placement.rounds
         self.roles = placement.roles
         self.adversary_position, self.n_adversaries = placement.adversary_position, placement.adversary_count
@@ -204,7 +208,7 @@ class BatchSimulator:
     def from_config(cls, config: Any, profile: SimProfile | None = None) -> "BatchSimulator":
         return cls(profile or get_profile(config.backend.profile), config.n_agents, config.rounds, config.roles,
                    config.adversarial_agents, config.target_rule, config.w_acc, config.w_tok, config.max_tokens,
-                   config.adversary_position, config.n_adversaries, config.backend.team)
+                   config.adversary_position, config.n_adversaries, config.backend.team, settings_decision(config))
 
     # -- sampling ------------------------------------------------------------------------
     def sample(self, rng: np.random.Generator, batch: int) -> tuple[TaskArrays, EpisodeNoise]:
@@ -315,15 +319,19 @@ class BatchSimulator:
         rows = np.arange(b)
         if state.previous is None:
             raise ValueError("finish() before any round: run at least one round")
-        shown = [(state.ran[:, j], _row_inputs(state.previous, rows, j)) for j in range(self.n) if state.ran[:, j].any()]
+        senders = [j for j in range(self.n) if state.ran[:, j].any()]
+        shown = [(state.ran[:, j], _row_inputs(state.previous, rows, j)) for j in senders]
         task = TaskFeatures(tasks.difficulty, tasks.latent, tasks.prompt_tokens, self._verif[tasks.subject])
-        decision = simulate_decision(ARRAYS, self.profile, task, shown, noise.decision.T)
+        if self.decision.kind == "llm":
+            decision = simulate_decision(ARRAYS, self.profile, task, shown, noise.decision.T)
+        else:  # a vote or one agent's answer: no decision call, no tokens
+            decision = simulate_vote(ARRAYS, shown, senders, self.decision.agent, state.tokens)
         label = decision.label
         tokens = state.tokens + decision.prompt_tokens + decision.completion_tokens
         accuracy = (label == 0).astype(np.float64)
         reward = self.w_acc * accuracy - self.w_tok * np.minimum(tokens / self.max_tokens, 1.0)
         return BatchResult(reward, accuracy, tokens, state.agent_tokens, np.stack(state.adjacency, axis=1),
-                           np.stack(state.calls, axis=1), label)
+                           np.stack(state.calls, axis=1), label, self.decision.calls)
 
     def direct(self, tasks: TaskArrays, noise: EpisodeNoise, agent: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Agent ``agent`` answering alone once ("Base (direct)"): (accuracy, tokens), drawn from

@@ -361,6 +361,29 @@ def simulate_decision(xp, p: SimProfile, task: TaskFeatures, finals: list[Shown]
     return SimOutput(label, confidence, content, prompt, completion, reasoning)
 
 
+def simulate_vote(xp, finals: list[Shown], senders: list[int], agent: int | None, like) -> SimOutput:
+    """A decision without a decision node (``env.decision``, :mod:`topo_env.engine.decision`): a
+    plurality vote over the finals' labels (self-consistency; "Debate or Vote", Choi et al. 2025),
+    ties broken by the summed stated confidence of the label's voters, then by the lowest agent index
+    holding it (the first slot: ``finals`` are in agent order); with ``agent`` K, agent K's final where
+    it is shown, else the vote. ``senders[c]``: the agent of slot c. The picked slot's label and
+    confidence; label -1 (scored wrong) where no slot is shown (shaped as ``like``). No call: no tokens."""
+    labels = [xp.where(mask, x.label, -1) for mask, x in finals]
+    counts = _slot_scores(labels, [xp.where(mask, 1.0, 0.0) for mask, _ in finals])
+    confs = _slot_scores(labels, [xp.where(mask, x.conf, 0.0) for mask, x in finals])
+    best_count, best_conf, label, conf = -1.0, -math.inf, xp.full(like, -1), xp.full(like, 0.0)
+    for (mask, x), count, summed in zip(finals, counts, confs):
+        better = mask & ((count > best_count) | ((count == best_count) & (summed > best_conf)))
+        best_count, best_conf = xp.where(better, count, best_count), xp.where(better, summed, best_conf)
+        label, conf = xp.where(better, x.label, label), xp.where(better, x.conf, conf)
+    if agent is not None:
+        for (mask, x), sender in zip(finals, senders):
+            if sender == agent:
+                label, conf = xp.where(mask, x.label, label), xp.where(mask, x.conf, conf)
+    zero = xp.full(like, 0)
+    return SimOutput(label, conf, zero, zero, zero, zero)
+
+
 def simulate_verdict(xp, p: SimProfile, label, noise, verifiability):
     """The verifier's verdict (``VERDICT_*``) on an output answering ``label``, on a subject of this
     verifiability. The trap passes shallow checks: it is caught with probability verify_detect (1 + v_s) / 2."""

@@ -6,11 +6,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from topo_env.engine.decision import (
+    LLM_DECISION, DecisionMode, parse_decision, picked_reply, settings_decision,
+)
 from topo_env.engine.team_backend import AgentCall, AgentReply, Decision, Message, Verdict
 from topo_env.sim.descriptors import descriptor_lines
 from topo_env.sim.model import (
     AgentFeatures, EpisodeNoise, Input, TaskFeatures, draw_noise, simulate_call, simulate_decision, simulate_verdict,
-    wrong_label_cdf,
+    simulate_vote, wrong_label_cdf,
 )
 from topo_env.sim.numerics import SCALARS
 from topo_env.sim.profiles import SimProfile, get_profile
@@ -39,8 +42,9 @@ class SimTeamBackend:
     concurrent = False
 
     def __init__(self, profile: SimProfile, team: tuple | None = None, roles: tuple[str, ...] | None = None,
-                 descriptors: bool = False):
+                 descriptors: bool = False, decision: DecisionMode | str = LLM_DECISION):
         self.profile = profile
+        self.decision = parse_decision(decision)  # the decision node, a vote or one agent (EnvConfig.decision)
         self.descriptors = descriptors  # DyTopo's NEED/OFFER lines in the replies (EnvConfig.descriptors)
         self.team = team
         self.roles = roles
@@ -59,7 +63,8 @@ class SimTeamBackend:
     def from_config(cls, config: TeamSettings) -> "SimTeamBackend":
         """The simulated team of ``config.backend.profile`` (the ``"sim"`` factory of :mod:`topo_env.engine.backend_registry`)."""
         sim = config.backend  # a SimBackendConfig, or a plug-in's config naming a profile
-        return cls(get_profile(sim.profile), getattr(sim, "team", None), config.roles, config.descriptors)
+        return cls(get_profile(sim.profile), getattr(sim, "team", None), config.roles, config.descriptors,
+                   settings_decision(config))
 
     # -- episode -------------------------------------------------------------------------
     def sample_task(self, rng: np.random.Generator, split: str) -> Task:
@@ -132,6 +137,12 @@ class SimTeamBackend:
         return verdict, text
 
     async def decide(self, task: Task, finals: tuple[Message, ...]) -> Decision:
+        if self.decision.kind != "llm":  # a vote or one agent's answer (simulate_vote): no call, no tokens
+            out = simulate_vote(SCALARS, [(True, self._input(m)) for m in finals], [m.sender for m in finals],
+                                self.decision.agent, 0)
+            own = [m for m in finals if m.sender == self.decision.agent]  # agent K's final, where K ran
+            picked = own[0] if own else next((m for m in finals if self._input(m).label == out.label), None)
+            return Decision(reply=picked_reply(picked), accuracy=1.0 if out.label == 0 else 0.0)
         out = simulate_decision(SCALARS, self.profile, self._task_features, [(True, self._input(m)) for m in finals],
                                 self._decision)
         answer, text = self._text("decider", out.label, out.confidence)
