@@ -24,7 +24,7 @@ def test_every_controller_plays_an_episode_on_the_real_model(smollm2_server, tmp
                                            "choices": ["1", "7", "3", "2"], "reference": "B"}) for i in range(3)))
     config = tmp_path / "llm.yaml"
     config.write_text(yaml.safe_dump({"env": {
-        "domain": "reasoning", "rounds": 1, "embed_dim": 128,  # 1 round: a few calls per method
+        "domain": "reasoning", "rounds": 1, "n_agents": 2, "embed_dim": 128,  # a few calls per method
         "backend": {"kind": "llm", "model": MODEL_ALIAS, "base_url": smollm2_server.base_url, "dataset": str(tasks),
                     "train_size": 1, "max_tokens": 24, "temperature": 0.7, "timeout_s": 120,
                     "cache_path": str(tmp_path / "cache.sqlite")}}}))
