@@ -29,7 +29,8 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 import gymnasium
 import numpy as np
 
-from topo_env.engine.decision import settings_decision
+from topo_env.references.baselines import env_decision_calls
+
 
 TRAIN_SEED_BASE = 1_000_000
 """Training episodes use reset seeds ``TRAIN_SEED_BASE * (seed + 1) + k`` on the train split;
@@ -193,12 +194,6 @@ class EpisodeRecord:
     out_degree: tuple[float, ...]
 
 
-def _decision_calls(env: Any) -> int:
-    """The LLM calls of one decision on ``env`` (its config's ``decision``: 1 the decision node, 0 a vote or
-    one agent's answer; 1 for an env without a config)."""
-    return settings_decision(getattr(getattr(env, "unwrapped", env), "config", None)).calls
-
-
 class _Tally:
     """What :class:`EpisodeRecord` sums over an episode's steps."""
 
@@ -227,7 +222,7 @@ def play_episode(env: gymnasium.Env, controller: Controller, seed: int, options:
     """Play one episode of ``controller`` on ``env`` from ``env.reset(seed=seed, options=options)``."""
     observation, info = env.reset(seed=seed, options=options)
     controller.begin(observation, info)
-    tally, done = _Tally(_decision_calls(env)), False
+    tally, done = _Tally(env_decision_calls(env)), False
     while not done:
         observation, reward, done, _, info = env.step(controller.act(observation, info))
         tally.add(reward, info)
@@ -240,7 +235,7 @@ async def aplay_episode(env: Any, controller: Controller, seed: int, options: di
     (one env and one controller copy each) then share one event loop and one LLM server."""
     observation, info = env.reset(seed=seed, options=options)
     controller.begin(observation, info)
-    tally, done = _Tally(_decision_calls(env)), False
+    tally, done = _Tally(env_decision_calls(env)), False
     while not done:
         observation, reward, done, _, info = await env.astep(controller.act(observation, info))
         tally.add(reward, info)
@@ -256,7 +251,7 @@ class CallCounter(gymnasium.Wrapper):
     def __init__(self, env: gymnasium.Env):
         super().__init__(env)
         self.report = TrainingSpend()
-        self.decision_calls = _decision_calls(env)  # 0 where the team decides without the decision node
+        self.decision_calls = env_decision_calls(env)  # 0 where the team decides without the decision node
 
     def reset(self, **kwargs):
         self.report.episodes += 1

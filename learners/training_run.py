@@ -29,7 +29,7 @@ from learners.runner import EpisodeRunner
 from learners.schedules import epsilon_at
 from topo_env.engine.cli import RunError
 from topo_env.engine.config_checks import ConfigError
-from topo_env.engine.user_files import write_atomically
+from topo_env.engine.user_files import set_aside, write_atomically
 from topo_env.engine.seeding import EXPLORATION_STREAM, NOISE_SAMPLE_STREAM, episode_rng, training_env_seed
 from topo_env.frontends.parallel_env import TopologyParallelEnv
 from topo_env.frontends.vector_env import SimVectorEnv
@@ -227,19 +227,10 @@ def set_aside_earlier_run(out_dir: Path) -> Path | None:
     """Before a new (not resumed) run in ``out_dir``: move an earlier run's files there
     (:data:`RUN_FILES`) into ``out_dir/earlier/<UTC time>/``, so that none of them looks like the
     new run's and none is lost; says so in one stderr line. Returns that folder, or None."""
-    found = sorted({f for pattern in RUN_FILES for f in out_dir.glob(pattern) if f.is_file()})
-    if not found:
-        return None
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    aside = out_dir / "earlier" / stamp
-    for n in range(1, 1000):
-        if not aside.exists():
-            break
-        aside = out_dir / "earlier" / f"{stamp}-{n}"
-    aside.mkdir(parents=True)
-    for f in found:
-        f.rename(aside / f.name)
-    print(f"{out_dir} held an earlier run: moved its {len(found)} file(s) to {aside}", file=sys.stderr)
+    found = sorted({f.name for pattern in RUN_FILES for f in out_dir.glob(pattern) if f.is_file()})
+    aside = set_aside(out_dir, found)
+    if aside is not None:
+        print(f"{out_dir} held an earlier run: moved its {len(found)} file(s) to {aside}", file=sys.stderr)
     return aside
 
 

@@ -59,7 +59,7 @@ from learners.evaluation import (OBSERVATION_LAYOUT, QMIXPolicy, agent_from_chec
                                  held_out_comparison, layout_difference, load_checkpoint, score_on_simulator)
 from topo_env.engine.decision import parse_decision
 from topo_env.engine.cli import OneLineParser, closing_note, format_table, points, run_main, standard_error_note
-from topo_env.engine.user_files import output_dir, read_json_file, write_text_atomically
+from topo_env.engine.user_files import output_dir, read_json_file, set_aside, write_text_atomically
 from topo_env.references.baselines import BASELINES
 from topo_env.engine.seeding import held_out_seed
 from topo_env.frontends.env_config import EnvConfig
@@ -312,7 +312,7 @@ class Stages:
     ``products`` it wrote, or unfinished with its ``partial`` progress. On a rerun the finished
     stages with the same fingerprint whose products are there are kept; the first other stage is
     continued where it had started with the same fingerprint, else redone; what it and the stages
-    after it wrote before is moved aside first (:func:`set_aside`)."""
+    after it wrote before is moved aside first (:func:`set_aside_earlier`)."""
 
     def __init__(self, out: Path, inputs: dict[str, Any]):
         self.out, self.path, self.keys = out, out / "stages.json", fingerprints(inputs)
@@ -326,7 +326,7 @@ class Stages:
             self.entries[stage] = entry
             if not entry.get("done"):
                 break
-        set_aside(out, [name for stage in STAGES if stage not in self.entries for name in PRODUCTS[stage]])
+        set_aside_earlier(out, [name for stage in STAGES if stage not in self.entries for name in PRODUCTS[stage]])
         self.current = next((stage for stage in STAGES if not self.done(stage)), "evaluate")
         self.save()
 
@@ -378,23 +378,13 @@ class Stages:
                 f"continue with: {again}")
 
 
-def set_aside(out: Path, names: Sequence[str]) -> Path | None:
-    """Move what of ``names`` (files or folders in ``out``) exists into ``out/earlier/<UTC
-    time>/``: an earlier run's outputs that this run makes anew, neither lost nor looking current;
-    one stderr line says so. Returns that folder, or None."""
-    found = [name for name in names if (out / name).exists()]
-    if not found:
-        return None
-    aside = out / "earlier" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    for n in range(1, 1000):  # two runs within a second
-        if not aside.exists():
-            break
-        aside = aside.with_name(f"{aside.name.split('-')[0]}-{n}")
-    aside.mkdir(parents=True)
-    for name in found:
-        (out / name).rename(aside / name)
-    say(f"sim2real: {out} held an earlier run's {', '.join(found)}: moved to {aside}")
-    return aside
+def set_aside_earlier(out: Path, names: Sequence[str]) -> None:
+    """Move an earlier run's ``names`` in ``out`` that this run makes anew into ``out/earlier/<UTC
+    time>/`` (:func:`topo_env.engine.user_files.set_aside`), with one stderr line."""
+    aside = set_aside(out, names)
+    if aside is not None:
+        say(f"sim2real: {out} held an earlier run's {', '.join(n for n in names if (aside / n).exists())}: "
+            f"moved to {aside}")
 
 
 def evaluate_on_real(real: ExperimentConfig, run: Path, progress: bool = True) -> tuple[dict, dict, dict]:

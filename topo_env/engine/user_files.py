@@ -1,16 +1,18 @@
 """Files a user hands in or names, read and made with one-line errors: a JSON file a run wrote
-(:func:`read_json_file`), an output folder (:func:`output_dir`), and a file written so that a kill
-or a full disk never leaves half of it behind (:func:`write_atomically`)."""
+(:func:`read_json_file`), an output folder (:func:`output_dir`), an earlier run's outputs moved
+aside (:func:`set_aside`), and a file written so that a kill or a full disk never leaves half of it
+behind (:func:`write_atomically`)."""
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from topo_env.engine.config_checks import ConfigError
+from topo_env.engine.config_checks import ConfigError, read_text_file
 
 
 def read_json_file(path: str | Path, what: str, remedy: str, keys: Sequence[str] = ()) -> dict[str, Any]:
@@ -18,14 +20,7 @@ def read_json_file(path: str | Path, what: str, remedy: str, keys: Sequence[str]
     top-level key of ``keys``. A missing, empty, truncated or non-JSON file, or one without those
     keys, is a one-line ConfigError naming the file, what is wrong and ``remedy`` (what to do)."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: {what} does not exist; {remedy}") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: {what} cannot be read ({type(err).__name__}); {remedy}") from None
-    if not text.strip():
-        raise ConfigError(f"{path}: {what} is empty; {remedy}")
+    text = read_text_file(path, what, remedy)  # missing, unreadable, not UTF-8 or empty: one line
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
@@ -53,6 +48,26 @@ def output_dir(path: str | Path, flag: str = "--out") -> Path:
     if not os.access(path, os.W_OK | os.X_OK):
         raise ConfigError(f"{flag} {str(path)!r}: the folder is not writable; give a folder you can write")
     return path
+
+
+def set_aside(out: Path, names: Sequence[str]) -> Path | None:
+    """Move what of ``names`` (files or folders in ``out``) exists into ``out/earlier/<UTC
+    time>/`` (a new folder, also for two runs within a second): an earlier run's outputs that a
+    new run makes anew, neither lost nor looking current. Returns that folder, or None where none
+    of ``names`` exists."""
+    found = [name for name in names if (out / name).exists()]
+    if not found:
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside = out / "earlier" / stamp
+    for n in range(1, 1000):
+        if not aside.exists():
+            break
+        aside = out / "earlier" / f"{stamp}-{n}"
+    aside.mkdir(parents=True)
+    for name in found:
+        (out / name).rename(aside / name)
+    return aside
 
 
 def write_atomically(path: str | Path, write: Callable[[IO[bytes]], Any]) -> None:
@@ -84,4 +99,4 @@ def write_text_atomically(path: str | Path, text: str) -> None:
     write_atomically(path, lambda fh: fh.write(text.encode()))
 
 
-__all__ = ["output_dir", "read_json_file", "write_atomically", "write_text_atomically"]
+__all__ = ["output_dir", "read_json_file", "set_aside", "write_atomically", "write_text_atomically"]

@@ -27,8 +27,8 @@ from topo_env.fitting.fit_stats import hessian, lse, std_errors
 from topo_env.sim.model import verdict_factor
 from topo_env.sim.profiles import SimProfile
 
-DECISION_BOUNDS = ((1e-2, 10.0), (0.0, 5.0))
-NODE_PARAMETERS = ("decide_tau", "contradicted_weight", "decide_factor")  # what only the decision node's calls inform  # decide_tau (below 0.01 the vote is deterministic), contradicted_weight
+DECISION_BOUNDS = ((1e-2, 10.0), (0.0, 5.0))  # decide_tau (below 0.01 the vote is deterministic), contradicted_weight
+NODE_PARAMETERS = ("decide_tau", "contradicted_weight", "decide_factor")  # what only the decision node's calls inform
 
 
 def decision_scores(p: SimProfile, finals: list[Inp], contradicted: float) -> dict[int, float]:
