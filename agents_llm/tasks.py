@@ -43,7 +43,7 @@ Example lines::
     {"id": "c1", "domain": "code", "prompt": "def add(a, b):\\n", "tests": "assert add(1, 2) == 3", "entry_point": "add"}
 
 Every line is validated; the first bad line raises ``ValueError("<file>:<line>: field
-'<name>': <what is wrong>")`` (or ``"<file>:<line>: invalid JSON: ..."``).
+'<name>': <what is wrong>")`` (or ``"<file>:<line>: not JSON (...)"``).
 """
 from __future__ import annotations
 
@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from topo_env.engine.tasks import DIFFICULTY_BUCKETS, DOMAINS, Task, difficulty_bucket
+from topo_env.engine.user_files import json_lines
 
 __all__ = [
     "load_humaneval",
@@ -257,28 +258,17 @@ def load_jsonl(path: str | Path, domain: str | None = None, need_answers: bool =
         raise ValueError(f"domain must be one of {list(DOMAINS)}, got {domain!r}")
     tasks: list[Task] = []
     first_line: dict[str, int] = {}
-    with path.open("rb") as fh:  # decoded line by line: a damaged line is named by its number
-        for lineno, raw in enumerate(fh, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise ValueError(f"{path}:{lineno}: not UTF-8 text (binary or damaged)") from None
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
-            try:
-                task = _parse_record(obj, domain, need_answers)
-            except _LineError as e:
-                raise ValueError(f"{path}:{lineno}: {e}") from None
-            if task.id in first_line:
-                raise ValueError(
-                    f"{path}:{lineno}: field 'id': duplicate id {task.id!r} (first on line {first_line[task.id]})"
-                )
-            first_line[task.id] = lineno
-            tasks.append(task)
+    for lineno, obj in json_lines(path):
+        try:
+            task = _parse_record(obj, domain, need_answers)
+        except _LineError as e:
+            raise ValueError(f"{path}:{lineno}: {e}") from None
+        if task.id in first_line:
+            raise ValueError(
+                f"{path}:{lineno}: field 'id': duplicate id {task.id!r} (first on line {first_line[task.id]})"
+            )
+        first_line[task.id] = lineno
+        tasks.append(task)
     return tasks
 
 

@@ -59,9 +59,10 @@ def measure(repack: str, threads: int, requests: list[list[dict[str, str]]]) -> 
     return len(requests) / seconds, tokens / seconds
 
 
-def mean_se(values: list[float]) -> str:
+def mean_se(values: list[float], digits: int = 2) -> str:
+    """'mean (standard error)' of ``values`` with ``digits`` decimals."""
     se = statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else float("nan")
-    return f"{statistics.fmean(values):.2f} ({se:.2f})"
+    return f"{statistics.fmean(values):.{digits}f} ({se:.{digits}f})"
 
 
 def main() -> None:

@@ -65,7 +65,7 @@ from topo_env.engine.seeding import held_out_seed
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.engine.config_checks import ConfigError
 from topo_env.frontends.parallel_env import TopologyParallelEnv
-from topo_env.fitting.explore import default_pool, record_exploration
+from topo_env.fitting.explore import record_exploration
 from topo_env.fitting.fit import DEFAULT_BASE, fit_traces, write_profile
 
 TEAM_KEYS = ("n_agents", "rounds", "roles", "personas", "encoder", "embed_dim", "w_acc", "w_tok", "max_tokens",
@@ -78,6 +78,12 @@ PREDICTION_EPISODES = 20_000
 well under a point)."""
 RECORD_CHUNK = 64
 """Exploration episodes recorded per call of record_exploration, the budget checked between calls."""
+# The recording's task pool, per episode the budget affords: the fitted team's ability is pinned only as
+# well as the average of the recorded tasks' hidden latents is (each task draws its own), so the more
+# distinct tasks the better. Measured (experiments/held_back.py, held-back team 11, about 8,000 calls):
+# a pool of a third of the episodes (257 tasks, latent mean -0.09) predicted every fixed topology 2-3
+# points too low, a pool of four times the episodes (about 690 distinct tasks) within 0.6 points.
+DISTINCT_TASKS = 4
 STAGES = {"record": "recording the real team", "fit": "fitting a simulated team to its traces",
           "train": "training on the fitted team", "finetune": "fine-tuning on the real team",
           "evaluate": "evaluating on the real team's held-out tasks"}
@@ -101,14 +107,14 @@ def max_episode_calls(n_agents: int, rounds: int, decision: str = "llm") -> int:
 def record(real: ExperimentConfig, path: Path, budget: int, seed: int, partial: dict | None = None,
            keep: Callable[[dict], None] = lambda partial: None) -> dict:
     """Exploration episodes on the real team's train split until the next chunk could pass
-    ``budget`` calls: chunks of at most :data:`RECORD_CHUNK` episodes on one task pool (tasks recur
-    across chunks, so the fit sees several episodes of each), chunk ``c`` seeded by ``seed`` and
+    ``budget`` calls: chunks of at most :data:`RECORD_CHUNK` episodes on one task pool of
+    :data:`DISTINCT_TASKS` times the episodes the budget affords (most episodes meet a task of their own), chunk ``c`` seeded by ``seed`` and
     ``c``. After each episode, ``keep(partial)``: where the recording is (:func:`record_chunk`) and
     the size of ``path`` (synced); given such a ``partial``, the recording goes on from there,
     ``path`` cut back to its complete episodes (None: afresh). Returns episodes, calls, tokens,
     pool, max_calls_per_episode."""
     bound = max_episode_calls(real.env.n_agents, real.env.rounds, real.env.decision)
-    pool = default_pool(max(1, budget // bound))
+    pool = DISTINCT_TASKS * max(1, budget // bound)
     done = dict(partial or {"chunk": 0, "size": 0, "played": 0, "rng": None, "bytes": 0, **dict.fromkeys(SPEND, 0)})
     if path.exists() and path.stat().st_size >= done["bytes"]:
         os.truncate(path, done["bytes"])  # an interrupted episode's trace goes

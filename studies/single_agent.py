@@ -32,6 +32,7 @@ from learners.config import load_experiment
 from topo_env.engine.backend_registry import LLM_SERVER, backend_offers, make_backend, sibling_backend
 from topo_env.engine.cli import OneLineParser, format_table, points, positive_int, run_main
 from topo_env.engine.config_checks import ConfigError
+from topo_env.engine.tasks import task_bucket
 from topo_env.engine.team_backend import AgentCall
 from topo_env.references.oracle import standard_error
 
@@ -86,7 +87,7 @@ def answer_alone(config_path: str, tasks: int, agent: int, seed: int = 0, sets: 
             member.start_episode(task, np.random.default_rng(seed + k), env.n_agents, env.rounds)
             reply = await member.call_agent(AgentCall(agent, member.roles[agent], 0, "solo", task, (), None))
             rows.append({"index": k, "task_id": task.id, "subject": task.metadata.get("subject"),
-                         "bucket": task.metadata.get("bucket"), "answer": reply.answer,
+                         "bucket": task_bucket(task), "answer": reply.answer,
                          "correct": score(task, reply.text), "tokens": reply.prompt_tokens + reply.completion_tokens})
             bar.update()
         return rows

@@ -195,7 +195,7 @@ def test_a_damaged_task_file_is_one_line_naming_the_line(tmp_path, capsys, how):
     path = tmp_path / "tasks.jsonl"
     path.write_bytes(damaged(text, how))
     last_line = len(path.read_bytes().splitlines())
-    words = {"truncated": f":{last_line}: invalid JSON", "empty": "holds no reasoning tasks",
+    words = {"truncated": f":{last_line}: not JSON", "empty": "holds no reasoning tasks",
              "garbage": ":1: not UTF-8 text"}[how]
     one_line_error(capsys, llm_run(tmp_path, path, "null"), train_qmix.PROG, str(path), "schema in agents_llm.tasks",
                    words)

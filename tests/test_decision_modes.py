@@ -41,7 +41,7 @@ def sim_decide(mode: str, finals: list[tuple[int, int, float]]):
     team = SimTeamBackend(get_profile("mmlu_pro"), decision=mode)
     task = team.sample_task(np.random.default_rng(0), "train")
     team.start_episode(task, np.random.default_rng(1), 3, 2)
-    choices = task.metadata["choices"]
+    choices = task.hidden["answers"]
     shown = tuple(message(i, choices[label], conf) for i, label, conf in finals)
     decision = asyncio.run(team.decide(task, shown))
     return decision, choices
@@ -140,7 +140,7 @@ def test_batch_simulator_and_scalar_team_agree(played, mode):
     np.testing.assert_array_equal(res.tokens, out["tokens"])
     np.testing.assert_array_equal(res.accuracy, out["accuracy"])
     np.testing.assert_allclose(res.reward, out["reward"], rtol=0, atol=1e-12)
-    labels = [t.metadata["choices"].index(d.reply.answer) if d.reply.answer is not None else -1
+    labels = [t.hidden["answers"].index(d.reply.answer) if d.reply.answer is not None else -1
               for t, d in zip(out["tasks"], out["decision"])]
     np.testing.assert_array_equal(res.decision_label, labels)
     assert res.decision_calls == (1 if mode == "llm" else 0)
@@ -183,7 +183,7 @@ def test_batch_and_scalar_agree_when_agents_sit_out(mode):
             ep_adj.append(adj)
             ep_act.append(active)
         d = episode.decide()
-        labels.append(task.metadata["choices"].index(d.reply.answer) if d.reply.answer is not None else -1)
+        labels.append(task.hidden["answers"].index(d.reply.answer) if d.reply.answer is not None else -1)
         tokens.append(episode.team_tokens)
         adjs.append(ep_adj)
         actives.append(ep_act)

@@ -400,7 +400,7 @@ def test_reset_task_object():
     env = parallel_env()
     task = env.backend.tasks.task("eval", 3)
     custom = Task(id="custom-1", domain=task.domain, prompt="A custom prompt about law.", reference=task.reference,
-                  metadata=dict(task.metadata))
+                  metadata=dict(task.metadata), hidden=dict(task.hidden))
     env.reset(seed=0, options={"task": custom})
     assert env.task is custom
     env.step({a: 0 for a in env.agents})
@@ -514,7 +514,7 @@ def test_the_episode_summary_comes_after_the_end_only():
     env.step({a: 1 for a in env.possible_agents})
     summary = env.episode_summary()
     assert summary["adversaries"] == tuple(env.adversaries) and len(summary["adversaries"]) == 1
-    assert summary["task_id"] == env.task.id and summary["bucket"] == env.task.metadata["bucket"]
+    assert summary["task_id"] == env.task.id and summary["bucket"] == env.task.hidden["bucket"]
     assert summary["subject"] == env.task.metadata["subject"]
 
     orch = orchestrator_env(n_agents=3, rounds=2, adversary_position="random", n_adversaries=1)

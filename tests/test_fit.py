@@ -14,6 +14,7 @@ import topo_env
 from topo_env.fitting.explore import record_exploration
 from topo_env.fitting.fit import FitError, fit_profile, fit_records, load_traces, main, write_profile
 from topo_env.fitting.fit_report import truth_values
+from topo_env.engine.traces import read_truth
 from topo_env.sim.profiles import get_profile, with_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,8 +59,9 @@ def fitted(tmp_path_factory):
     truth_path = tmp / "truth.yaml"
     truth = write_profile(truth, truth_path)
     traces = tmp / "traces.jsonl"
+    hidden = tmp / "hidden.jsonl"  # the tasks' truth, apart from the traces
     record_exploration(topo_env.parallel_env(profile=str(truth_path), rounds=2), traces, EPISODES, seed=0,
-                       pool=TASK_POOL)
+                       pool=TASK_POOL, truth=hidden)
     base = with_overrides(truth, **BASE_START, subjects=rotated(truth.subjects))
     result = fit_records(load_traces([traces]), base)
     profile, report = result.profile, result.report
@@ -67,7 +69,7 @@ def fitted(tmp_path_factory):
     write_profile(profile, out)
     expected = truth_values(truth, base, report, 3)
     return dict(truth=truth, base=base, profile=profile, report=report, out=out, traces=traces, tmp=tmp,
-                expected=expected, search=result.updates[1])
+                expected=expected, search=result.updates[1], hidden=read_truth(hidden), data=result.data)
 
 
 def rows(report):
@@ -148,33 +150,23 @@ def test_fitted_profile_runs_in_env(fitted):
     assert np.isfinite(rewards).all() and env.accuracy in (0.0, 1.0)
 
 
-def test_real_like_traces(fitted, tmp_path):
-    """Traces without difficulty, latent, trap and choices (as a real team's): the trap is the most common
-    wrong attempt, difficulty is estimated, the report says so, and the update weights still come out."""
-    out = tmp_path / "real.jsonl"
-    true_traps, lines = {}, []
-    for k, line in enumerate(fitted["traces"].read_text().splitlines()):
-        if k >= 1500:
-            break
+def test_traces_hold_no_hidden_task_variable_and_the_latents_are_inferred(fitted):
+    """A simulated team's traces hold what a real team's would (no difficulty, latent, bucket or trap): the
+    fit infers the difficulty (its posterior mean follows the truth kept apart) and the trap (a latent
+    answer per task, mostly the true one), and the report says so."""
+    hidden_keys = {"difficulty", "latent", "bucket", "trap", "answers", "subject_index"}
+    for line in fitted["traces"].read_text().splitlines()[:200]:
         rec = json.loads(line)
-        meta = rec["task"]["metadata"]
-        true_traps[rec["task"]["id"]] = meta["trap"]
-        rec["task"]["metadata"] = {"subject": meta["subject"]}
-        lines.append(json.dumps(rec))
-    out.write_text("\n".join(lines) + "\n")
-    from topo_env.fitting.fit import Data
-
-    data = Data(load_traces([out]), fitted["base"])
-    hits = [t.trap == true_traps[t.key] for t in data.tasks if t.trap is not None]
-    assert len(hits) > 300 and np.mean(hits) > 0.75
-    profile, report = fit_profile(load_traces([out]), fitted["base"])
-    notes = " ".join(report["notes"])
-    assert "no difficulty" in notes and "no trap" in notes
-    r = rows(report)
-    assert abs(r["w_peer"]["value"] - TRUTH["w_peer"]) < 0.15
-    assert r["diff_a"]["status"] == "kept from base"
-    path = tmp_path / "real.yaml"
-    assert write_profile(profile, path).name == profile.name
+        assert not hidden_keys & set(rec["task"]["metadata"]) and "hidden" not in rec["task"]
+    data, hidden = fitted["data"], fitted["hidden"]
+    assert data.d_estimated.all() and not data.trap_known.any()
+    d_true = np.array([hidden[t.key]["difficulty"] for t in data.tasks])
+    assert np.corrcoef(d_true, data.difficulty)[0, 1] > 0.6
+    with_trap = [t for t in data.tasks if t.trap is not None]
+    assert len(with_trap) > 200 and np.mean([t.trap == hidden[t.key]["trap"] for t in with_trap]) > 0.75
+    notes = " ".join(fitted["report"]["notes"])
+    assert "no difficulty" in notes and "inferred as a latent answer" in notes
+    assert rows(fitted["report"])["diff_a"]["status"] == "kept from base"
 
 
 def test_cli_writes_profile_and_report(fitted, tmp_path, capsys):
@@ -235,12 +227,15 @@ def test_a_team_without_reasoning_tokens_and_unknown_task_sizes(tmp_path):
     truth_path = tmp_path / "truth.yaml"
     truth = write_profile(truth, truth_path)
     traces = tmp_path / "traces.jsonl"
-    record_exploration(topo_env.parallel_env(profile=str(truth_path), rounds=2), traces, 400, seed=1, pool=200)
+    hidden = tmp_path / "hidden.jsonl"
+    record_exploration(topo_env.parallel_env(profile=str(truth_path), rounds=2), traces, 400, seed=1, pool=200,
+                       truth=hidden)
+    truth_of = read_truth(hidden)
     lines = []
     for line in traces.read_text().splitlines():
         rec = json.loads(line)
-        meta = rec["task"]["metadata"]
-        rec["task"]["metadata"] = {"subject": meta["subject"], "difficulty": meta["difficulty"]}
+        meta = rec["task"]["metadata"]  # a dataset that publishes each task's difficulty level (as small_math)
+        rec["task"]["metadata"] = {"subject": meta["subject"], "difficulty": truth_of[rec["task"]["id"]]["difficulty"]}
         lines.append(json.dumps(rec))
     traces.write_text("\n".join(lines) + "\n")
     records = load_traces([traces])

@@ -239,3 +239,31 @@ def test_check_uses_the_env_config(fitted):
     assert check["rounds"] == 3
     for row in check["topologies"]:  # no token penalty: reward = 1.25 accuracy
         assert row["fitted"]["reward"]["mean"] == pytest.approx(1.25 * row["fitted"]["accuracy"]["mean"])
+
+
+def test_an_agent_that_is_better_everywhere_stays_better_in_the_fitted_team(tmp_path):
+    """The skill deviations' shrinkage keeps each agent's main effect (resting on all its attempts) apart
+    from the agent-by-subject rest (a few dozen attempts a cell): a team whose agent 1 is 0.9 logits
+    better than agent 0 over the subjects is fitted with agent 1 clearly ahead, not with equal agents."""
+    from topo_env.fitting.fit_ability import Shrinkage
+
+    base = get_profile("mmlu_pro")
+    abilities = (-0.4, 0.4, 0.0)
+    truth = replace(base, name="uneven", task_set=base.name,
+                    team=tuple(replace(m, ability=a) for m, a in zip(base.team_models(3), abilities)))
+    from topo_env.fitting.fit import write_profile
+
+    write_profile(truth, tmp_path / "uneven.yaml")
+    path = tmp_path / "traces.jsonl"
+    record_exploration(topo_env.parallel_env(profile=str(tmp_path / "uneven.yaml"), rounds=2), path, 900, seed=4,
+                       pool=900)
+    fitted = fit_records(load_traces([path]), base)
+    weights = np.array([s[1] for s in base.subjects], dtype=float)
+    weights /= weights.sum()
+    main, true_main = (np.array(team.skills(3)) @ weights for team in (fitted.profile, truth))
+    assert main[1] - main[0] > 0.5 and np.abs(main - true_main).max() < 0.35  # shrunk to equal agents: 0.1 apart
+    assert any("each agent's mean deviation by" in n for n in fitted.report["notes"])
+    # the two factors, by hand: main effects and the rest shrink apart
+    shrink = Shrinkage(1.0, 0.0, np.array([0.5, 0.5, 0.0]))
+    dev = np.array([[1.0, -1.0, 7.0], [-1.0, 3.0, 7.0]])
+    np.testing.assert_allclose(shrink.apply(dev), [[0.0, 0.0, 7.0], [1.0, 1.0, 7.0]])

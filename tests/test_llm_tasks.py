@@ -196,7 +196,7 @@ def test_duplicate_id_rejected(tmp_path):
 
 def test_bad_json_and_non_object(tmp_path):
     path = _write(tmp_path, [GOOD, '{"id": "x", "domain": "math",'])
-    with pytest.raises(ValueError, match=r"tasks\.jsonl:2: invalid JSON"):
+    with pytest.raises(ValueError, match=r"tasks\.jsonl:2: not JSON"):
         load_jsonl(path)
     path = _write(tmp_path, [GOOD, "", '["a list"]'], name="list.jsonl")
     with pytest.raises(ValueError, match=r"list\.jsonl:3: expected a JSON object"):

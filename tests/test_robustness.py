@@ -90,7 +90,7 @@ def test_forced_adversary_answers_like_an_adversary_and_shows_in_the_transcript(
     while env.agents:
         env.step({a: 1 for a in env.agents})  # everyone broadcasts
     adversary_calls = [c for r in env.history for c in r.calls if c.agent == 1]
-    assert adversary_calls and all(c.reply.answer == env.task.metadata["trap"] for c in adversary_calls)
+    assert adversary_calls and all(c.reply.answer == env.task.hidden["trap"] for c in adversary_calls)
     assert len({c.reply.confidence for c in adversary_calls}) > 1  # an honest-looking confidence, not a constant
     assert "adversaries: agent_1" in env.render()
     env.reset(seed=3, options={"adversaries": []})

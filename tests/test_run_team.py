@@ -156,7 +156,7 @@ def test_bad_inputs_are_one_line(tmp_path, qmix_run, capsys):
         empty.write_text("\n\n")
         garbled.write_text('{"id": "a", "prompt": "fine"}\n{"id": "b", "prompt": \n')
         cases["the tasks file is empty"] = ["--config", config, "--controller", "star", "--tasks", str(empty)]
-        cases["garbled.jsonl:2: invalid JSON"] = ["--config", config, "--controller", "star", "--tasks", str(garbled)]
+        cases["garbled.jsonl:2: not JSON"] = ["--config", config, "--controller", "star", "--tasks", str(garbled)]
         cases["the tasks file does not exist"] = ["--config", config, "--controller", "star", "--tasks",
                                                   str(tmp_path / "none.jsonl")]
         for expected, argv in cases.items():

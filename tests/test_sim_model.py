@@ -38,15 +38,16 @@ def test_tasks_carry_a_subject_a_trap_and_cues_a_reader_can_partly_read():
     n = 2000
     for k in range(n):
         task = source.task("train", k)
-        m = task.metadata
-        assert m["trap"] == m["choices"][1] != task.reference == m["choices"][0]
-        assert p.subject_names[m["subject_index"]] == m["subject"]
-        counts[m["subject_index"]] += 1
+        m, h = task.metadata, task.hidden  # what a dataset publishes, what only the simulator knows
+        assert h["trap"] == h["answers"][1] != task.reference == h["answers"][0]
+        assert sorted(m["choices"]) == list(m["choices"]) == sorted(h["answers"])  # options in letter order
+        assert p.subject_names[h["subject_index"]] == m["subject"]
+        counts[h["subject_index"]] += 1
         words = task.prompt.replace(",", " ").replace(".", " ").split()
         subject_hits += p.subject_names[int(np.argmax([sum(w in subject_vocab(s) for w in words)
                                                        for s in p.subject_names]))] == m["subject"]
         guess = int(np.argmax([sum(w in CUE_VOCAB[b] for w in words) for b in range(3)]))
-        bucket_hits += DIFFICULTY_BUCKETS[guess] == m["bucket"]
+        bucket_hits += DIFFICULTY_BUCKETS[guess] == h["bucket"]
     assert 0.8 <= subject_hits / n <= 0.95
     assert 0.4 <= bucket_hits / n <= 0.75
     # subjects occur as often as in MMLU-Pro's test set (law ~9%, history ~3%)

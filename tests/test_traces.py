@@ -7,7 +7,7 @@ import pytest
 
 import topo_env
 from fake_openai_server import FakeOpenAIServer
-from topo_env.engine.traces import SCHEMA, TraceError, read_traces
+from topo_env.engine.traces import SCHEMA, TraceError, read_traces, read_truth
 
 SECRET = "sk-trace-secret-never-written"
 
@@ -27,13 +27,17 @@ def play_pz(env, seeds, rng):
 def test_pettingzoo_env_records_every_call_with_what_it_was_shown(tmp_path):
     path = tmp_path / "deep" / "traces.jsonl"
     env = topo_env.parallel_env(profile="humaneval", rounds=2, adversary_position="random", n_adversaries=1)
-    env.record(path)
+    truth_path = tmp_path / "truth.jsonl"
+    env.record(path, truth=truth_path)
     rng = np.random.default_rng(0)
     played = play_pz(env, range(6), rng)
     env.record(None)
     play_pz(env, [99], rng)  # not recorded
     records = list(read_traces(path))
     assert len(records) == 6
+    truth = read_truth(truth_path)  # the hidden task variables, apart: never in the traces
+    assert [rec["task"]["id"] in truth for rec in records] == [True] * 6
+    assert all(set(t) >= {"difficulty", "latent", "bucket", "trap"} for t in truth.values())
     for rec, (episode_return, info) in zip(records, played):
         assert rec["schema"] == SCHEMA and rec["n_agents"] == 3 and len(rec["rounds"]) == 2
         assert rec["reward"] == pytest.approx(episode_return) and rec["decision"]["accuracy"] == info["accuracy"]
@@ -41,7 +45,8 @@ def test_pettingzoo_env_records_every_call_with_what_it_was_shown(tmp_path):
         d = rec["decision"]
         assert sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls) + d["prompt_tokens"] + \
             d["completion_tokens"] == rec["team_tokens"] == info["team_tokens"]
-        assert len(rec["adversaries"]) == 1 and "difficulty" in rec["task"]["metadata"]
+        assert len(rec["adversaries"]) == 1 and rec["task"]["metadata"]["subject"]
+        assert not {"difficulty", "latent", "bucket", "trap", "answers"} & set(rec["task"]["metadata"])
         for r in rec["rounds"]:
             adj = np.array(r["adjacency"])
             for c in r["calls"]:
@@ -133,3 +138,20 @@ def test_a_recording_env_pickles_and_keeps_recording(tmp_path):
     clone = pickle.loads(pickle.dumps(env))
     play_pz(clone, [3], np.random.default_rng(0))
     assert len(list(read_traces(tmp_path / "p.jsonl"))) == 1
+
+
+def test_recording_the_truth_apart_changes_neither_the_traces_nor_the_fit(tmp_path):
+    """The hidden truth a study may keep (``record(path, truth=...)``) goes to its own file: the traces are
+    byte for byte those of a recording without it, and the fit of either returns the same profile."""
+    from topo_env.fitting.explore import record_exploration
+    from topo_env.fitting.fit import fit_profile, load_traces
+    from topo_env.sim.profiles import get_profile
+
+    paths = {}
+    for name, truth in (("with", tmp_path / "truth.jsonl"), ("without", None)):
+        paths[name] = tmp_path / f"{name}.jsonl"
+        record_exploration(topo_env.parallel_env(profile="mmlu_pro", rounds=2), paths[name], 90, seed=3, truth=truth)
+    assert paths["with"].read_bytes() == paths["without"].read_bytes()
+    assert len(read_truth(tmp_path / "truth.jsonl")) == len({r["task"]["id"] for r in read_traces(paths["with"])})
+    fits = [fit_profile(load_traces([paths[name]]), get_profile("mmlu_pro"))[0] for name in ("with", "without")]
+    assert fits[0] == fits[1] and fits[0].trap_base != get_profile("mmlu_pro").trap_base

@@ -69,7 +69,7 @@ def test_task_indices_and_eval_split_are_the_envs():
     for seed, index, task in zip([3, 4], [17, 5], tasks):
         env.reset(seed=seed, options={"split": "eval", "task": index})
         assert env.task == task
-    assert episodes.buckets == tuple(t.metadata["bucket"] for t in tasks)
+    assert episodes.buckets == tuple(t.hidden["bucket"] for t in tasks)
 
 
 def test_fork_keeps_the_past_and_redraws_the_future():

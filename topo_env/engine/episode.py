@@ -30,7 +30,7 @@ import numpy as np
 from topo_env.engine.team_backend import Decision, Message, TeamBackend, Verdict
 from topo_env.engine.executor import RoundExecutor, RoundResult
 from topo_env.engine.tasks import Task
-from topo_env.engine.traces import append_trace, episode_record
+from topo_env.engine.traces import append_trace, episode_record, truth_record
 
 REWARD_MODES: tuple[str, ...] = ("sparse", "shaped")
 
@@ -198,6 +198,7 @@ class TeamEpisode:
         self.executor = RoundExecutor(backend, self.roles)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.trace_path: Path | None = None
+        self.truth_path: Path | None = None
         self._clear(None, ())
         self.ended = True  # nothing to play before start()
 
@@ -278,12 +279,17 @@ class TeamEpisode:
         self.ended = True
         if self.trace_path is not None:
             append_trace(self.trace_path, episode_record(self))
+        if self.truth_path is not None:
+            append_trace(self.truth_path, truth_record(self.task))
         return decision
 
-    def record(self, path: str | Path | None) -> None:
+    def record(self, path: str | Path | None, truth: str | Path | None = None) -> None:
         """Append every episode that ends from now on to the JSONL trace file ``path``
-        (:mod:`topo_env.engine.traces`); None stops recording."""
+        (:mod:`topo_env.engine.traces`), and with ``truth`` its task's hidden truth to that file
+        (:func:`~topo_env.engine.traces.truth_record`: a simulated task's difficulty, latent, trap; kept
+        apart, since a real team's traces never hold it); None stops recording."""
         self.trace_path = None if path is None else Path(path)
+        self.truth_path = None if path is None or truth is None else Path(truth)
 
     def step_reward(self) -> float:
         """The reward of the step just taken (a round, and the decision when it ended the episode)."""

@@ -18,7 +18,11 @@ class Task:
         prompt: the problem statement the agents see.
         reference: the reference answer (math / multiple choice) or ``None`` for code.
         tests: test code for code tasks (hidden tests), else ``None``.
-        metadata: free-form extras, e.g. ``difficulty`` in [0, 1], ``bucket``, ``choices``.
+        metadata: what the dataset publishes besides the prompt, e.g. ``subject``, ``choices``, a
+            ``difficulty`` level; written to traces, read by the fit.
+        hidden: what a simulator draws for the task and no dataset publishes (the simulated team's
+            ``difficulty``, ``latent``, ``bucket``, ``trap``, its ``answers`` by label): read by the
+            simulated team and by studies that score against the truth; never written to traces.
     """
 
     id: str
@@ -27,6 +31,13 @@ class Task:
     reference: str | None = None
     tests: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    hidden: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+def task_bucket(task: Task) -> Any:
+    """The task's difficulty bucket: the dataset's own (``metadata["bucket"]``) where it publishes one,
+    else the simulator's (``hidden["bucket"]``); None where neither knows it."""
+    return task.metadata.get("bucket", task.hidden.get("bucket"))
 
 
 def difficulty_bucket(difficulty: float) -> int:

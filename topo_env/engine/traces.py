@@ -26,8 +26,12 @@ Schema ``topomarl.trace/1`` (one line per episode; token counts are the backend'
     team_tokens   the episode's tokens, the decision node's included
     reward        Eq. 12's return of the episode
 
-No API key or other setting of the backend is written. :func:`read_traces` reads a file back and
-names the file, line and field of anything malformed.
+No API key or other setting of the backend is written, nor a task's ``hidden`` part (what only a
+simulator knows: difficulty, latent, bucket, trap; a real team's traces never hold it). Where a study
+needs that truth, ``record(path, truth=TRUTH)`` writes it apart, one line per episode
+(:func:`truth_record`, schema ``topomarl.truth/1``: ``{schema, task_id, hidden}``), read back by
+:func:`read_truth`. :func:`read_traces` reads a trace file back and names the file, line and field of
+anything malformed.
 """
 from __future__ import annotations
 
@@ -42,8 +46,10 @@ import numpy as np
 from topo_env.engine.config_checks import ConfigError
 from topo_env.engine.decision import DecisionMode, parse_decision
 from topo_env.engine.team_backend import AgentReply, Message
+from topo_env.engine.user_files import json_lines
 
 SCHEMA = "topomarl.trace/1"
+TRUTH_SCHEMA = "topomarl.truth/1"
 EPISODE_KEYS = ("schema", "task", "n_agents", "roles", "adversaries", "rounds", "decision", "team_tokens", "reward")
 ROUND_KEYS = ("round", "adjacency", "active", "verify", "recall", "calls")
 CALL_KEYS = ("agent", "role", "phase", "layer", "shown", "own_previous", "answer", "confidence", "verdict", "text",
@@ -106,6 +112,22 @@ def episode_record(episode: Any) -> dict[str, Any]:
             "reward": float(episode.episode_reward)}
 
 
+def truth_record(task: Any) -> dict[str, Any]:
+    """The hidden truth of ``task`` (a :class:`~topo_env.engine.tasks.Task`) as one JSON object."""
+    return {"schema": TRUTH_SCHEMA, "task_id": task.id, "hidden": plain_data(task.hidden)}
+
+
+def read_truth(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Task id -> its hidden truth, from a file of :func:`truth_record` lines; a :class:`TraceError`
+    names the file and line of a malformed one."""
+    truth: dict[str, dict[str, Any]] = {}
+    for number, record in json_lines(path, TraceError):
+        if not isinstance(record, dict) or record.get("schema") != TRUTH_SCHEMA:
+            raise TraceError(f"{path}:{number}: not a truth record (schema {TRUTH_SCHEMA!r})")
+        truth[str(record["task_id"])] = record["hidden"]
+    return truth
+
+
 def append_trace(path: str | Path, record: dict[str, Any]) -> None:
     """Append one episode's record as a JSON line (the folder is created; the file opened per
     episode, so a recording env still pickles and a crash loses at most the episode in flight)."""
@@ -121,21 +143,9 @@ def read_traces(path: str | Path) -> Iterator[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"trace file {str(path)!r} does not exist")
-    with path.open("rb") as fh:  # decoded line by line: a damaged line is named by its number
-        for number, raw in enumerate(fh, start=1):
-            where = f"{path}:{number}"
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise TraceError(f"{where}: not UTF-8 text (binary or damaged)") from None
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise TraceError(f"{where}: not JSON ({err.msg} at column {err.colno})") from None
-            check_record(record, where)
-            yield record
+    for number, record in json_lines(path, TraceError):
+        check_record(record, f"{path}:{number}")
+        yield record
 
 
 def check_record(record: Any, where: str = "trace") -> None:

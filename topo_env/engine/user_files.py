@@ -8,7 +8,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -32,6 +32,24 @@ def read_json_file(path: str | Path, what: str, remedy: str, keys: Sequence[str]
     if missing:
         raise ConfigError(f"{path}: {what} lacks {missing} (incomplete, or from another program); {remedy}")
     return data
+
+
+def json_lines(path: str | Path, error: type[Exception] = ValueError) -> Iterator[tuple[int, Any]]:
+    """(line number, the line's JSON value) for each non-blank line of the JSON-lines file ``path``; a line
+    that is not UTF-8 or not JSON raises ``error`` naming ``path:line``."""
+    with Path(path).open("rb") as fh:  # decoded line by line: a damaged line is named by its number
+        for number, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise error(f"{path}:{number}: not UTF-8 text (binary or damaged)") from None
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise error(f"{path}:{number}: not JSON ({err.msg} at column {err.colno})") from None
+            yield number, value
 
 
 def output_dir(path: str | Path, flag: str = "--out") -> Path:

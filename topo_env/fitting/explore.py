@@ -39,7 +39,7 @@ def _whole(value, name: str, low: int | None) -> int:
 
 
 def record_exploration(env, path, episodes: int, seed: int, pool: int | None = None, rng_state: dict | None = None,
-                       after_episode: Callable[[dict], None] | None = None) -> dict:
+                       after_episode: Callable[[dict], None] | None = None, truth=None) -> dict:
     """Play ``episodes`` episodes of uniform random joint actions on ``env`` (a
     :class:`topo_env.frontends.parallel_env.TopologyParallelEnv`, any backend) and append their traces to ``path``.
 
@@ -58,6 +58,7 @@ def record_exploration(env, path, episodes: int, seed: int, pool: int | None = N
 
     Returns ``{"episodes": E, "calls": C, "tokens": T}``: C the LLM calls made (the agents' and the
     decision node's, :func:`topo_env.references.baselines.episode_calls`), T the team tokens of every episode.
+    ``truth``: a file for the tasks' hidden truth, kept apart from the traces (``env.record``'s).
     A bad ``episodes``, ``seed`` or ``pool`` raises :class:`~topo_env.engine.config_checks.ConfigError` naming it."""
     episodes = _whole(episodes, "episodes", 1)
     seed = _whole(seed, "seed", None)
@@ -66,7 +67,7 @@ def record_exploration(env, path, episodes: int, seed: int, pool: int | None = N
     if rng_state is not None:
         rng.bit_generator.state = rng_state
     calls = tokens = 0
-    env.record(str(Path(path)))
+    env.record(str(Path(path)), truth)
     try:
         for played in range(1, episodes + 1):
             task = int(rng.integers(pool))

@@ -26,8 +26,8 @@ status 2.
 Which calls identify which parameters (adversaries' calls are left out of every behavioural part), in
 the order the fit runs; each module's docstring states its model:
 
-* **Traces** (:mod:`~topo_env.fitting.fit_data`): calls in the model's label space; real traces'
-  missing difficulties, traps and subjects are inferred (the report's notes say which).
+* **Traces** (:mod:`~topo_env.fitting.fit_data`): calls in the model's label space; difficulties and
+  traps the traces lack are latent (:mod:`~topo_env.fitting.fit_latents`), subjects defaulted (notes).
 * **Attempts** (no message shown, no committed own answer; :mod:`~topo_env.fitting.fit_ability`): the
   per-(agent, subject) ability alpha + b_s + k_is, beta, task_spread, blind_spread, debug_gain, and
   trap_base, trap_slope.

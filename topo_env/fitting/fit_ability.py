@@ -10,28 +10,33 @@ alpha, ``subject_offset[s]``, ``skill_dev[i,s]``, beta, task_spread, blind_sprea
 trap_base and trap_slope (each fitted or kept from ``base``) and returns the fitted
 :class:`AttemptModel` (None with fewer than ``MIN_CALLS`` attempts), the (N, S) skill matrix k_is the
 update fit's recognition term uses (the shrunk deviations; the base's without a model) and the
-shrinkage factor of the deviations (1.0 without a model).
+deviations' :class:`Shrinkage` (None without a model).
 
 The model: P(correct) = sigma(eta), eta = alpha + b_s + k_is + a_r - beta (d - 1/2) + debug_gain [failed]
 + task_spread z + blind_spread u_i. z is integrated out per task (all the task's attempts in every
-episode share it) and u_i per (episode, agent) with Gauss-Hermite quadrature. It fits the per-(agent,
+episode share it) and u_i per (episode, agent) with Gauss-Hermite quadrature; so is d where the traces do
+not give it (its prior's quantile nodes weighted by the task's token evidence, :mod:`topo_env.fitting.fit_latents`),
+after which ``data.difficulty`` holds its posterior mean. It fits the per-(agent,
 subject) level alpha + b_s + k_is, beta, task_spread (identified by several attempts on one task),
 blind_spread (only when one agent attempts a task twice in an episode, >= :data:`MIN_REPEATS` times;
 else kept), debug_gain (when re-solves exist). Gauge: the frequency-weighted mean of the fitted
 subjects' b_s and the team-average skill per subject stay at the base's values (attempts only see the
 sum; the split shows only in the recognition term), so the agents' differences per subject become
-explicit ``skills`` of the team's AgentModels (shrunk toward the team's mean by the empirical-Bayes
-factor 1 - mean SE^2 / mean deviation^2, also in the recognition term of the updates; the report's
-``skill_dev`` rows are unshrunk). Weak N(0, :data:`PRIOR_SD`^2) priors on the subject levels and skill
+explicit ``skills`` of the team's AgentModels (shrunk toward the team's mean by empirical Bayes,
+:class:`Shrinkage`: each agent's main effect and the agent-by-subject rest by their own factors
+1 - mean SE^2 / mean value^2, also in the recognition term of the updates; the report's ``skill_dev``
+rows are unshrunk). Weak N(0, :data:`PRIOR_SD`^2) priors on the subject levels and skill
 deviations keep cells with all-right attempts finite. P(trap | wrong) = min(1, trap_base + trap_slope d):
-trap_base, trap_slope (standard errors from the outer product of the scores: an attempt past the corner
-where the probability reaches 1 tells nothing).
+trap_base, trap_slope, with each task's trap a latent answer (:func:`topo_env.fitting.fit_latents.fit_latent_trap`).
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
 from topo_env.fitting.fit_data import MIN_CALLS, Call, Data
+from topo_env.fitting.fit_latents import fit_latent_trap
 from topo_env.fitting.fit_report import Report
 from topo_env.fitting.fit_stats import gauss_hermite, hessian, log_sig, lse, sig, std_errors
 from topo_env.sim.profiles import SimProfile
@@ -42,6 +47,24 @@ PRIOR_SD = 2.0
 N_Z, N_U = 16, 6  # Gauss-Hermite nodes: task latent, blind spot
 
 
+class Shrinkage(NamedTuple):
+    """Empirical-Bayes shrinkage of the agents' skill deviations (:meth:`AttemptModel.shrinkage`): ``agent``
+    for each agent's main effect (its mean deviation over the subjects, weighted by ``weights`` (S,), zero
+    on subjects without fitted deviations) and ``interaction`` for the rest of each (agent, subject) cell."""
+
+    agent: float
+    interaction: float
+    weights: np.ndarray
+
+    def apply(self, dev: np.ndarray) -> np.ndarray:
+        """(N, S) deviations shrunk on the weighted subjects: agent * main effect + interaction * rest."""
+        cols = self.weights > 0
+        out = dev.copy()
+        main = dev[:, cols] @ self.weights[cols]
+        out[:, cols] = self.agent * main[:, None] + self.interaction * (dev[:, cols] - main[:, None])
+        return out
+
+
 def padded_skills(base: SimProfile, data: Data) -> np.ndarray:
     """(N, S) the base team's skills k_is, zero on the subjects the base does not know."""
     skills = np.array(base.skills(data.n_agents))
@@ -49,22 +72,25 @@ def padded_skills(base: SimProfile, data: Data) -> np.ndarray:
 
 
 def fit_ability(data: Data, base: SimProfile, attempts: list[Call],
-                report: Report) -> tuple[AttemptModel | None, np.ndarray, float]:
+                report: Report) -> tuple[AttemptModel | None, np.ndarray, Shrinkage | None]:
     """Fit the attempt model and the trap to ``attempts``, report their rows; returns (the model or None,
-    the skill matrix k_is, the deviations' shrinkage factor)."""
+    the skill matrix k_is, the deviations' shrinkage)."""
     if len(attempts) < MIN_CALLS:
         for name in ("alpha", "beta", "task_spread", "blind_spread", "debug_gain", "trap_base", "trap_slope"):
             report.keep(name, len(attempts), "too few attempts")
-        return None, padded_skills(base, data), 1.0
+        return None, padded_skills(base, data), None
     am = AttemptModel(data, base, attempts)
     am.maximize_likelihood()
     report_attempts(am, data, base, report)
     shrink = am.shrinkage()
     if am.fit_dev:
-        report.notes.append(f"the agents' fitted skill deviations are shrunk by {shrink:.2f} toward the team's "
-                            "mean in the written profile and in the update fit's recognition term (empirical "
-                            "Bayes: 1 - mean SE^2 / mean deviation^2); the skill_dev rows are the unshrunk estimates")
-    fit_trap(data, attempts, base, report)
+        report.notes.append(f"the agents' fitted skill deviations are shrunk toward the team's mean in the written "
+                            f"profile and in the update fit's recognition term (empirical Bayes, 1 - mean SE^2 / mean "
+                            f"value^2: each agent's mean deviation by {shrink.agent:.2f}, the agent-by-subject rest "
+                            f"by {shrink.interaction:.2f}); the skill_dev rows are the unshrunk estimates")
+    if data.d_estimated.any():
+        data.set_difficulty_posterior(*am.task_difficulty())
+    fit_latent_trap(data, attempts, base, report)
     return am, am.skill_matrix(shrink), shrink
 
 
@@ -80,7 +106,6 @@ class AttemptModel:
         self.sign = 2.0 * self.y - 1.0
         self.subject = np.array([data.subject_of[c.task] for c in cs])
         self.agent = np.array([c.agent for c in cs])
-        self.d = np.array([data.difficulty[c.task] for c in cs])
         self.failed = np.array([c.failed for c in cs], dtype=float)
         self.role_off = np.array([base.roles.get(c.role, (0.0, 1.0, 1.0))[0] for c in cs])
         self._group()
@@ -89,6 +114,7 @@ class AttemptModel:
         self.offset = self._offset()
         self.zx, self.lwz = gauss_hermite(N_Z)
         self.ux, self.lwu = gauss_hermite(N_U)
+        self._task_nodes()
         self.k_lin = self.X.shape[1]
         self.prior = np.zeros(len(self.names))
         self.prior[:len(self.fit_sub) + len(self.fit_dev)] = 1.0 / PRIOR_SD ** 2
@@ -125,6 +151,28 @@ class AttemptModel:
         tasks_n = np.bincount(self.t_of_g[self.g_of], minlength=len(t_starts))
         self.multi_tasks = int((tasks_n >= 2).sum())
 
+    def nodes_of(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """Task ``j``'s quadrature nodes over (d, z): (Q,) difficulty and (Q,) log prior weight (its tokens'
+        evidence on d included, :mod:`topo_env.fitting.fit_latents`); a task with a known d has it at every node."""
+        data, g = self.data, len(self.d_grid)
+        if not data.d_estimated[j]:
+            return np.full(g * N_Z, data.difficulty[j]), np.tile(self.lwz, g) - np.log(g)
+        ev = data.d_evidence[j]
+        lw_d = ev - ev.max()
+        lw_d -= np.log(np.exp(lw_d).sum())
+        return np.repeat(self.d_grid, N_Z), np.repeat(lw_d, N_Z) + np.tile(self.lwz, g)
+
+    def _task_nodes(self) -> None:
+        """Per task row: the (d, z) nodes (``node_d``, ``node_lw``: (T, Q)), ``node_z`` (Q,), and per call its
+        task's difficulty nodes ``Dk`` (n, Q). Without a latent difficulty one d node (Q = N_Z)."""
+        self.d_grid = self.data.d_nodes if self.data.d_estimated.any() else np.array([0.5])
+        nodes = [self.nodes_of(int(j)) for j in self.task_ids]
+        self.node_d = np.array([d for d, _ in nodes])
+        self.node_lw = np.array([lw for _, lw in nodes])
+        self.node_z = np.tile(self.zx, len(self.d_grid))
+        row_of_call = self.t_of_g[self.g_of]
+        self.Dk = self.node_d[row_of_call] - 0.5
+
     def _choose_free(self) -> None:
         """Which subject levels, agent deviations, blind_spread and debug_gain the attempts identify."""
         data = self.data
@@ -155,7 +203,7 @@ class AttemptModel:
         for k, (i, s) in enumerate(self.fit_dev):
             X[(self.agent == i) & (self.subject == s), k_sub + k] = 1.0
             X[(self.agent == last) & (self.subject == s), k_sub + k] = -1.0
-        X[:, k_sub + k_dev] = -(self.d - 0.5)
+        # column k_sub + k_dev is beta's: its -(d - 1/2) varies over the quadrature nodes (``Dk``), not here
         if self.fit_debug:
             X[:, -1] = self.failed
         return X
@@ -186,27 +234,47 @@ class AttemptModel:
         mean[:k_sub] = self.base.alpha + self.b_base[self.fit_sub]
         return mean
 
-    def nll(self, theta, grad=True):
+    def _beta_col(self) -> int:
+        return len(self.fit_sub) + len(self.fit_dev)
+
+    def _log_terms(self, theta):
+        """Per call, node and blind-spot node the linear predictor ``e`` (n, Q, Qu); per group ``LG`` (G, Q, Qu)
+        and ``lg`` (G, Q); per task row ``LT`` (T, Q) and ``ll_t`` (T,), the task's log marginal likelihood."""
         coef, ts, bs = self._unpack(theta)
         eta0 = self.X @ coef + self.offset
-        e = eta0[:, None, None] + ts * self.zx[None, :, None] + bs * self.ux[None, None, :]
-        y = self.y[:, None, None]
+        beta = coef[self._beta_col()]
+        e = (eta0[:, None, None] - beta * self.Dk[:, :, None] + ts * self.node_z[None, :, None]
+             + bs * self.ux[None, None, :])
         lp = log_sig(self.sign[:, None, None] * e)
-        LG = np.add.reduceat(lp, self.g_start, axis=0)  # (G, Qz, Qu)
-        lg = lse(LG + self.lwu[None, None, :], axis=2)  # (G, Qz)
-        LT = np.add.reduceat(lg, self.t_start, axis=0)  # (T, Qz)
-        ll_t = lse(LT + self.lwz[None, :], axis=1)
+        LG = np.add.reduceat(lp, self.g_start, axis=0)  # (G, Q, Qu)
+        lg = lse(LG + self.lwu[None, None, :], axis=2)  # (G, Q)
+        LT = np.add.reduceat(lg, self.t_start, axis=0)  # (T, Q)
+        ll_t = lse(LT + self.node_lw, axis=1)
+        return e, LG, lg, LT, ll_t
+
+    def task_difficulty(self) -> tuple[np.ndarray, np.ndarray]:
+        """(task indices, log posterior over ``d_grid``) of the fitted tasks with a latent difficulty."""
+        _, _, _, LT, _ = self._log_terms(self.theta)
+        post = (LT + self.node_lw).reshape(len(self.task_ids), len(self.d_grid), N_Z)
+        rows = np.flatnonzero(self.data.d_estimated[self.task_ids])
+        return self.task_ids[rows], lse(post[rows], axis=2)
+
+    def nll(self, theta, grad=True):
+        coef, ts, bs = self._unpack(theta)
+        e, LG, lg, LT, ll_t = self._log_terms(theta)
+        y = self.y[:, None, None]
         pm = self._prior_mean(theta)
         f = -ll_t.sum() + 0.5 * np.sum(self.prior * (theta - pm) ** 2)
         if not grad:
             return f
-        piz = np.exp(LT + self.lwz[None, :] - ll_t[:, None])  # (T, Qz)
-        piu = np.exp(LG + self.lwu[None, None, :] - lg[:, :, None])  # (G, Qz, Qu)
+        piz = np.exp(LT + self.node_lw - ll_t[:, None])  # (T, Q)
+        piu = np.exp(LG + self.lwu[None, None, :] - lg[:, :, None])  # (G, Q, Qu)
         W = piz[self.t_of_g][self.g_of][:, :, None] * piu[self.g_of]
         r = W * (y - sig(e))
         g_eta = r.sum(axis=(1, 2))
         g_lin = self.X.T @ g_eta
-        g_ts = np.einsum("kqm,q->", r, self.zx)
+        g_lin[self._beta_col()] = -np.einsum("kqm,kq->", r, self.Dk)
+        g_ts = np.einsum("kqm,q->", r, self.node_z)
         g_bs = np.einsum("kqm,m->", r, self.ux)
         k = self.k_lin
         if self.fit_debug:
@@ -235,27 +303,25 @@ class AttemptModel:
         return res
 
     def predictive(self, calls: list[Call]) -> np.ndarray:
-        """P(attempt right) of ``calls`` given the attempts of their task (posterior of the latent)."""
+        """P(attempt right) of ``calls`` given the attempts of their task (posterior of the latents)."""
         coef, ts, bs = self._unpack(self.theta)
-        eta0 = self.X @ coef + self.offset
-        e = eta0[:, None, None] + ts * self.zx[None, :, None] + bs * self.ux[None, None, :]
-        lp = log_sig(self.sign[:, None, None] * e)
-        LG = np.add.reduceat(lp, self.g_start, axis=0)
-        lg = lse(LG + self.lwu[None, None, :], axis=2)
-        LT = np.add.reduceat(lg, self.t_start, axis=0)
-        post = LT + self.lwz[None, :]
+        _, _, _, LT, _ = self._log_terms(self.theta)
+        post = LT + self.node_lw
         post = np.exp(post - lse(post, axis=1)[:, None])
         row_of_task = {int(t): r for r, t in enumerate(self.task_ids)}
-        prior = np.exp(self.lwz)
         out = np.empty(len(calls))
         levels, skills = self.levels(), self.skill_matrix()
         for k, c in enumerate(calls):
             s = self.data.subject_of[c.task]
-            d = self.data.difficulty[c.task]
             eta = (levels[s] + skills[c.agent, s] + self.base.roles.get(c.role, (0.0, 1.0, 1.0))[0]
-                   - self.beta() * (d - 0.5) + (self.debug_gain() if c.failed else 0.0))
-            w = post[row_of_task[c.task]] if c.task in row_of_task else prior
-            p = sig(eta + ts * self.zx[:, None] + bs * self.ux[None, :]) @ np.exp(self.lwu)
+                   + (self.debug_gain() if c.failed else 0.0))
+            if c.task in row_of_task:
+                d, w = self.node_d[row_of_task[c.task]], post[row_of_task[c.task]]
+            else:
+                d, lw = self.nodes_of(c.task)
+                w = np.exp(lw - lse(lw, axis=0))
+            e = eta - self.beta() * (d - 0.5) + ts * self.node_z
+            p = sig(e[:, None] + bs * self.ux[None, :]) @ np.exp(self.lwu)
             out[k] = float(w @ p)
         return out
 
@@ -266,65 +332,62 @@ class AttemptModel:
         lev[self.fit_sub] = self.theta[:len(self.fit_sub)]
         return lev
 
-    def skill_matrix(self, shrink: float = 1.0) -> np.ndarray:
-        """k_is: the base's team-average skill per subject plus the fitted deviations, times ``shrink``."""
-        dev = self.base_dev.copy()
-        k_sub = len(self.fit_sub)
-        for s in self.dev_subjects:
-            dev[:, s] = 0.0
+    def deviation_map(self) -> np.ndarray:
+        """(N * S, k_dev) the linear map from the fitted deviations to the (N, S) deviation matrix (row-major;
+        the last agent's is minus the others' sum, zero on subjects without fitted deviations)."""
+        n, n_sub = self.data.n_agents, len(self.data.subjects)
+        A = np.zeros((n * n_sub, len(self.fit_dev)))
         for k, (i, s) in enumerate(self.fit_dev):
-            dev[i, s] = shrink * self.theta[k_sub + k]
-            dev[-1, s] -= shrink * self.theta[k_sub + k]
+            A[i * n_sub + s, k] = 1.0
+            A[(n - 1) * n_sub + s, k] = -1.0
+        return A
+
+    def skill_matrix(self, shrink: Shrinkage | None = None) -> np.ndarray:
+        """k_is: the base's team-average skill per subject plus the fitted deviations (shrunk by ``shrink``)."""
+        dev = self.base_dev.copy()
+        dev[:, self.dev_subjects] = 0.0
+        k_sub = len(self.fit_sub)
+        fitted = (self.deviation_map() @ self.theta[k_sub:k_sub + len(self.fit_dev)]).reshape(dev.shape)
+        dev[:, self.dev_subjects] = fitted[:, self.dev_subjects]
+        if shrink is not None:
+            dev = shrink.apply(dev)
         return self.kbar[None, :] + dev
 
-    def shrinkage(self) -> float:
-        """The empirical-Bayes factor for the fitted skill deviations: 1 - mean(SE^2) / mean(dev^2), in [0, 1]
-        (the share of their spread that is not estimation noise). Shrunk deviations predict an agent's
-        attempts on new tasks better, and inside the recognition term max(0, . + skill) unshrunk noise
-        would raise the recognition on average (the fit would bend rho, rho_v and the v to cancel it)."""
-        k_sub = len(self.fit_sub)
-        dev = self.theta[k_sub:k_sub + len(self.fit_dev)]
-        se = self.se[k_sub:k_sub + len(self.fit_dev)]
-        if not len(dev) or not np.isfinite(se).all() or not (dev ** 2).mean() > 0:
-            return 1.0
-        return float(np.clip(1.0 - (se ** 2).mean() / (dev ** 2).mean(), 0.0, 1.0))
+    def shrinkage(self) -> Shrinkage:
+        """Empirical-Bayes factors for the fitted skill deviations, one for each agent's main effect (its
+        attempt-weighted mean deviation over the subjects) and one for the agent-by-subject rest:
+        1 - mean(SE^2) / mean(value^2), in [0, 1] (the share of their spread that is not estimation noise).
+        An agent's main effect rests on all its attempts and survives; a cell's rest on a few dozen and
+        mostly goes. Shrunk deviations predict an agent's attempts on new tasks better, and inside the
+        recognition term max(0, . + skill) unshrunk noise would raise the recognition on average."""
+        weights = np.zeros(len(self.data.subjects))
+        weights[self.dev_subjects] = self.counts[:, self.dev_subjects].sum(axis=0)
+        if not self.fit_dev or not weights.sum():
+            return Shrinkage(1.0, 1.0, weights)
+        weights = weights / weights.sum()
+        n, n_sub = self.data.n_agents, len(self.data.subjects)
+        k_sub, k_dev = len(self.fit_sub), len(self.fit_dev)
+        A = self.deviation_map()
+        main = np.kron(np.eye(n), weights[None, :])  # (N, N * S): each agent's weighted mean
+        cols = np.zeros(n_sub, dtype=bool)
+        cols[self.dev_subjects] = True
+        rest = (np.eye(n * n_sub) - np.kron(np.eye(n), np.outer(np.ones(n_sub), weights)))[np.tile(cols, n)]
+        cov = self.cov[k_sub:k_sub + k_dev, k_sub:k_sub + k_dev]
+        t = self.theta[k_sub:k_sub + k_dev]
+        if not np.isfinite(cov).all():
+            return Shrinkage(1.0, 1.0, weights)
+
+        def factor(M: np.ndarray) -> float:
+            value, var = M @ A @ t, np.diag(M @ A @ cov @ A.T @ M.T)
+            return float(np.clip(1.0 - var.mean() / (value ** 2).mean(), 0.0, 1.0)) if (value ** 2).mean() > 0 else 1.0
+
+        return Shrinkage(factor(main), factor(rest), weights)
 
     def beta(self) -> float:
         return float(self.theta[len(self.fit_sub) + len(self.fit_dev)])
 
     def debug_gain(self) -> float:
         return float(self.theta[-1]) if self.fit_debug else self.base.debug_gain
-
-
-def fit_trap(data: Data, calls: list[Call], base: SimProfile, report: Report) -> None:
-    """trap_base and trap_slope of P(trap | wrong) = min(1, trap_base + trap_slope d) from the wrong ``calls``."""
-    from scipy.optimize import minimize
-
-    wrong = [c for c in calls if c.label != 0]
-    if len(wrong) < MIN_CALLS:
-        report.keep("trap_base", len(wrong), "too few wrong attempts")
-        report.keep("trap_slope", len(wrong), "too few wrong attempts")
-        return
-    d = np.array([data.difficulty[c.task] for c in wrong])
-    y = np.array([c.label == 1 for c in wrong], dtype=float)
-
-    def nll(t):
-        p = np.clip(t[0] + t[1] * d, 1e-6, 1 - 1e-6)
-        return -np.sum(y * np.log(p) + (1 - y) * np.log1p(-p))
-
-    res = minimize(nll, np.array([base.trap_base, base.trap_slope]), method="Nelder-Mead",
-                   options={"xatol": 1e-6, "fatol": 1e-8, "maxiter": 2000})
-    # standard errors from the outer product of the scores: a wrong attempt on a task hard enough that
-    # P(trap | wrong) reaches 1 carries no information (the Hessian of the clipped likelihood would
-    # read its corner as curvature)
-    p = res.x[0] + res.x[1] * d
-    inside = (p > 1e-6) & (p < 1 - 1e-6)
-    score = np.where(inside, y / np.clip(p, 1e-6, None) - (1 - y) / np.clip(1 - p, 1e-6, None), 0.0)
-    scores = np.column_stack([score, score * d])
-    se, cov = std_errors(scores.T @ scores)
-    report.set("trap_base", res.x[0], se[0], len(wrong), "wrong attempts: trap or not")
-    report.set("trap_slope", res.x[1], se[1], len(wrong), "wrong attempts: trap or not")
-    report.block(["trap_base", "trap_slope"], cov)
 
 
 def report_attempts(am: AttemptModel, data: Data, base: SimProfile, report: Report) -> None:

@@ -1,8 +1,8 @@
 """The fit's predictive check: does the fitted team reproduce the team that made the traces?
 
 :func:`predictive_check` sets the fitted team (:class:`topo_env.sim.batch.BatchSimulator`) on the
-traces' own tasks (their difficulty, subject and prompt length; a fresh task latent per episode) and
-reports, with standard errors:
+traces' own tasks (their difficulty, a latent one drawn from its posterior, subject and prompt length;
+a fresh task latent per episode) and reports, with standard errors:
 
 * **replay**: every recorded episode that an env played (rounds 0..T-1, no synthetic senders: a
   probe's controlled calls are not replayed) is played again by the fitted team, :data:`REPLAYS`
@@ -23,6 +23,7 @@ numbers; the spread of their figures is the fit's part.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -74,10 +75,22 @@ def trace_decision(records: list[dict]) -> str:
     return max(sorted(set(modes)), key=modes.count) if modes else "llm"
 
 
-def trace_tasks(data, profile: SimProfile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per episode of ``data`` (:class:`topo_env.fitting.fit_data.Data`): its task's difficulty, subject index
-    and prompt tokens (the task's own; else its calls shown nothing: prompt minus ``sys_tokens``; else
-    ``task_tokens_mean``)."""
+class TraceTasks(NamedTuple):
+    """Per recorded episode (E of them) its task as the simulator reads it: ``difficulty`` (E,) the known or
+    posterior-mean d, ``posterior`` (E, G) the probabilities of ``nodes`` (G,) where d is latent (None where
+    every d is known), ``subject`` (E,) and ``tokens`` (E,) prompt tokens."""
+
+    difficulty: np.ndarray
+    posterior: np.ndarray | None
+    nodes: np.ndarray
+    subject: np.ndarray
+    tokens: np.ndarray
+
+
+def trace_tasks(data, profile: SimProfile) -> TraceTasks:
+    """Per episode of ``data`` (:class:`topo_env.fitting.fit_data.Data`): its task's difficulty (a latent one as
+    its posterior, so that replays draw it and keep its spread), subject index and prompt tokens (the task's
+    own; else its calls shown nothing: prompt minus ``sys_tokens``; else ``task_tokens_mean``)."""
     seen: dict[int, list[int]] = {}
     for c in data.calls + data.decisions:
         if not c.msgs and c.prev is None and not c.decision:
@@ -86,12 +99,25 @@ def trace_tasks(data, profile: SimProfile) -> tuple[np.ndarray, np.ndarray, np.n
                        else (np.median(seen[j]) if j in seen else profile.task_tokens_mean)
                        for j, t in enumerate(data.tasks)], dtype=float)
     j = np.array(data.episode_task)
-    return data.difficulty[j], data.subject_of[j], np.maximum(1, np.round(tokens[j])).astype(np.int64)
+    posterior = None
+    if data.d_estimated.any():
+        posterior = np.where(data.d_estimated[j][:, None], data.d_posterior[j], np.nan)
+    return TraceTasks(data.difficulty[j], posterior, data.d_nodes, data.subject_of[j],
+                      np.maximum(1, np.round(tokens[j])).astype(np.int64))
 
 
-def _task_arrays(tasks, idx: np.ndarray, rng: np.random.Generator) -> TaskArrays:
-    d, s, tok = tasks
-    return TaskArrays(d[idx], rng.standard_normal(len(idx)), tok[idx], s[idx])
+def _task_arrays(tasks: TraceTasks, idx: np.ndarray, rng: np.random.Generator) -> TaskArrays:
+    """The episodes ``idx`` of ``tasks`` as the batch simulator's task arrays: a latent difficulty drawn from
+    its posterior, a fresh task latent."""
+    d = tasks.difficulty[idx]
+    if tasks.posterior is not None:
+        post = tasks.posterior[idx]
+        latent = ~np.isnan(post[:, 0])
+        cum = np.cumsum(post[latent], axis=1)
+        pick = (cum < rng.random(int(latent.sum()))[:, None] * cum[:, -1:]).sum(axis=1)
+        d = d.copy()
+        d[latent] = tasks.nodes[np.minimum(pick, len(tasks.nodes) - 1)]
+    return TaskArrays(d, rng.standard_normal(len(idx)), tasks.tokens[idx], tasks.subject[idx])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,12 +12,14 @@ missing file or malformed line raises :class:`FitError` naming the file, line an
   ``decision_modes``: how many episodes decided each way (``decision.mode``: a vote's or one agent's
   decision is no decision node's call, so it is not among ``decisions``).
 * ``tasks`` (:class:`TaskInfo`): per task its labels, 0 the right answer, 1 the trap, 2.. the other
-  wrong answers ranked by frequency (answer choices keep their index); ``subjects`` (the base's, then
+  wrong answers ranked by frequency; ``subjects`` (the base's, then
   new ones), ``subject_of`` and ``difficulty`` per task (``d_estimated`` where it was missing).
-* ``notes``: what was inferred. Real traces: a task without ``difficulty`` gets one from its attempts'
-  accuracy (its rank among the tasks mapped to the base's Beta(diff_a, diff_b) quantile), a task without
-  ``trap`` takes its most common wrong attempt as the trap, a task without a subject counts as the base's
-  ``other`` (else first) subject. Traces without a usable (non-adversary) call raise :class:`FitError`.
+* ``notes``: what was inferred. Real traces: a task without ``difficulty`` has a latent one (``d_nodes``, the
+  base prior's quantile nodes, ``d_evidence`` its tokens' log-likelihood there, :mod:`topo_env.fitting.fit_latents`;
+  ``difficulty`` its posterior mean, refined by the attempt model), a task without ``trap`` a latent trap,
+  first its most common wrong attempt (``trap_known`` False; :meth:`set_trap` moves it), a task without a
+  subject counts as the base's ``other`` (else first) subject. Traces without a usable (non-adversary) call
+  raise :class:`FitError`.
 
 :data:`MIN_CALLS`, the calls any part of the fit needs, is shared by the fit's modules.
 """
@@ -33,6 +35,7 @@ import numpy as np
 
 from topo_env.engine.config_checks import ConfigError
 from topo_env.engine.traces import TraceError, decision_mode, read_traces
+from topo_env.fitting.fit_latents import difficulty_evidence, difficulty_nodes
 from topo_env.sim.profiles import SimProfile
 
 MIN_CALLS = 30  # calls needed to fit any part (the per-subject and per-agent parts have their own)
@@ -135,6 +138,9 @@ class Data:
         self.difficulty = np.array([np.nan if t.difficulty is None else t.difficulty for t in self.tasks])
         self.subject_of = np.array([self.subjects.index(t.subject) for t in self.tasks], dtype=int)
         self.d_estimated = np.isnan(self.difficulty)
+        self.d_nodes = difficulty_nodes(base)
+        self.d_evidence = np.zeros((len(self.tasks), len(self.d_nodes)))
+        self.d_posterior = np.full_like(self.d_evidence, 1.0 / len(self.d_nodes))
         if self.d_estimated.any():
             self._estimate_difficulty(base)
         if not any(self._usable(c) for c in self.calls):
@@ -198,6 +204,7 @@ class Data:
 
     def _label_tasks(self, answers_of: dict) -> None:
         inferred = 0
+        self.trap_known = np.array([info.trap is not None for info in self.tasks], dtype=bool)
         for j, info in enumerate(self.tasks):
             answers = answers_of.get(j, [])
             if info.trap is None:
@@ -210,16 +217,13 @@ class Data:
             labels = {info.reference: 0}
             if info.trap is not None:
                 labels[info.trap] = 1
-            if info.choices:
-                for k, c in enumerate(info.choices):
-                    labels.setdefault(c, k)
             others = Counter(a for a, _ in answers if a not in labels)
             for a, _ in sorted(others.items(), key=lambda kv: -kv[1]):
                 labels[a] = len(labels) + (0 if info.trap is not None else 1)
             info.labels = labels
         if inferred:
-            self.notes.append(f"{inferred} task(s) have no trap in their metadata: the most common wrong attempt "
-                              "is taken as the trap (this raises the fitted P(trap | wrong))")
+            self.notes.append(f"{inferred} task(s) have no trap in their metadata: a latent answer, first their most "
+                              "common wrong attempt (topo_env.fitting.fit_latents.fit_latent_trap then chooses it)")
 
     def label(self, j: int, answer: Any) -> int:
         info = self.tasks[j]
@@ -270,18 +274,37 @@ class Data:
             reasoning=int(dec.get("reasoning_tokens") or 0), decision=True))
 
     def _estimate_difficulty(self, base: SimProfile) -> None:
-        from scipy.stats import beta as beta_dist, rankdata
+        """``d_evidence`` from the tokens (:func:`~topo_env.fitting.fit_latents.difficulty_evidence`) and, for
+        the tasks without a difficulty, its posterior mean under the base's prior (the attempt model refines it)."""
+        evidence, notes = difficulty_evidence(self, base, self.d_nodes)
+        self.d_evidence[self.d_estimated] = evidence[self.d_estimated]
+        self.set_difficulty_posterior(np.flatnonzero(self.d_estimated), self.d_evidence[self.d_estimated])
+        self.notes.append(f"{int(self.d_estimated.sum())} task(s) have no difficulty: a latent with the base's prior "
+                          f"Beta({base.diff_a:g}, {base.diff_b:g}), integrated out where the attempts are fitted, its "
+                          "posterior mean elsewhere")
+        self.notes.extend(notes)
 
-        right, n = np.zeros(len(self.tasks)), np.zeros(len(self.tasks))
-        for c in self.calls:
-            if not c.adversary and not c.msgs and c.prev is None:
-                right[c.task] += c.label == 0
-                n[c.task] += 1
-        missing = np.flatnonzero(self.d_estimated)
-        acc = (right[missing] + 0.5) / (n[missing] + 1.0)
-        acc[n[missing] == 0] = (right.sum() + 0.5) / (n.sum() + 1.0)
-        q = (rankdata(-acc) - 0.5) / len(missing)
-        self.difficulty[missing] = beta_dist.ppf(q, base.diff_a, base.diff_b)
-        self.notes.append(f"{len(missing)} task(s) have no difficulty: estimated from their attempts' accuracy "
-                          f"(rank mapped to the base's Beta({base.diff_a:g}, {base.diff_b:g}) quantiles); beta and "
-                          "task_spread then describe the residual after that estimate")
+    def set_difficulty_posterior(self, tasks: np.ndarray, log_post: np.ndarray) -> None:
+        """Keep the (unnormalised) log posterior of ``tasks``' difficulty over ``d_nodes`` (``d_posterior``:
+        (T, G) probabilities, rows of tasks with a known difficulty unused) and set their difficulty to its mean."""
+        w = np.exp(log_post - log_post.max(axis=1, keepdims=True))
+        w /= w.sum(axis=1, keepdims=True)
+        self.d_posterior[tasks] = w
+        self.difficulty[tasks] = w @ self.d_nodes
+
+    def set_trap(self, j: int, label: int | None) -> None:
+        """Make the answer labelled ``label`` task ``j``'s trap (label 1), or, with None, give the task no
+        trap: every call's and message's label of the task follows."""
+        old_trap = max(self.tasks[j].labels.values()) + 1 if label is None else label
+        swap = {1: old_trap, old_trap: 1}
+        info = self.tasks[j]
+        info.labels = {a: swap.get(k, k) for a, k in info.labels.items()}
+        info.trap = next((a for a, k in info.labels.items() if k == 1), None)
+        for c in self._calls_of_task(j):
+            c.label = swap.get(c.label, c.label)
+            for m in [c.prev, *c.msgs]:
+                if m is not None:
+                    m.label = swap.get(m.label, m.label)
+
+    def _calls_of_task(self, j: int) -> list[Call]:
+        return [c for c in self.calls + self.decisions if c.task == j]

@@ -7,7 +7,8 @@ Contract
 values describe, for the names of the report's rows (scalar fields of
 :class:`~topo_env.sim.profiles.SimProfile`, ``subject_offset[s]``, ``verifiability[s]``, ``skill_dev[i,s]``,
 ``verbosity[i]``); a name without a value keeps the base's (or the fit's kept) value. Skill deviations are
-shrunk by ``shrink`` and the last agent's is minus the others' sum; the team's AgentModels carry the
+shrunk by ``shrink`` (:class:`~topo_env.fitting.fit_ability.Shrinkage`) and the last agent's is minus the
+others' sum; the team's AgentModels carry the
 skills explicitly; the profile is named ``<base>-fit``. The fit writes ``build(report.estimated())``; the
 predictive check (:mod:`topo_env.fitting.fit_check`) builds profiles from draws of the estimates.
 """
@@ -17,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from topo_env.fitting.fit_ability import AttemptModel, padded_skills
+from topo_env.fitting.fit_ability import AttemptModel, Shrinkage, padded_skills
 from topo_env.fitting.fit_data import Data
 from topo_env.fitting.fit_updates import UpdateFit, UpdateModel
 from topo_env.sim.profiles import AgentModel, SimProfile
@@ -30,7 +31,7 @@ class ProfileBuilder:
     ``build(report.estimated())``; the predictive check builds profiles from draws of the estimates."""
 
     def __init__(self, base: SimProfile, data: Data, am: AttemptModel | None, verifier: str | None,
-                 verifiability: list[float], shrink: float = 1.0):
+                 verifiability: list[float], shrink: Shrinkage | None = None):
         self.base, self.subjects, self.n_agents = base, list(data.subjects), data.n_agents
         self.shrink = shrink
         self.verifier, self.verifiability = verifier, list(verifiability)
@@ -43,16 +44,16 @@ class ProfileBuilder:
         self.mean_weight = float(np.mean([s[1] for s in base.subjects]))
 
     def skills(self, values: dict[str, float]) -> np.ndarray:
-        """(N, S) k_is: the base team's average skill per subject plus the deviations shrunk by the fit's
-        factor (the last agent's is minus the others' sum on every subject with fitted deviations)."""
+        """(N, S) k_is: the base team's average skill per subject plus the deviations shrunk as the fit's
+        shrinkage says (the last agent's is minus the others' sum on every subject with fitted deviations)."""
         dev = self.dev.copy()
         for s, subject in enumerate(self.subjects):
             for i in range(self.n_agents - 1):
                 x = values.get(f"skill_dev[{i},{subject}]")
                 if x is not None:
-                    dev[i, s] = self.shrink * x
-                    dev[-1, s] -= self.shrink * x
-        return self.kbar[None, :] + dev
+                    dev[i, s] = x
+                    dev[-1, s] -= x
+        return self.kbar[None, :] + (dev if self.shrink is None else self.shrink.apply(dev))
 
     def build(self, values: dict[str, float]) -> SimProfile:
         """The profile ``values`` describe (the base's values for the names without one)."""

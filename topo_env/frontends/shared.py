@@ -19,7 +19,7 @@ from topo_env.engine.roles import check_adversaries
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.engine.episode import TeamEpisode
 from topo_env.frontends.observation import ObservationBuilder
-from topo_env.engine.tasks import Task
+from topo_env.engine.tasks import Task, task_bucket
 
 RESET_OPTIONS: tuple[str, ...] = ("adversaries", "split", "task")
 
@@ -29,11 +29,12 @@ class EngineFrontEnd:
 
     episode: TeamEpisode
 
-    def record(self, path: str | Path | None) -> None:
+    def record(self, path: str | Path | None, truth: str | Path | None = None) -> None:
         """Append every episode that ends from now on, as one JSON line, to ``path`` (the schema of
         :mod:`topo_env.engine.traces`: per call what it was shown and answered, tokens, the task's
-        metadata); None stops recording."""
-        self.episode.record(path)
+        published metadata), and with ``truth`` the task's hidden truth (a simulated task's difficulty,
+        latent, trap) to that separate file; None stops recording."""
+        self.episode.record(path, truth)
 
     def close(self) -> None:
         self.episode.close()
@@ -46,7 +47,7 @@ class EngineFrontEnd:
         if not self._ended or self.episode.task is None:
             raise RuntimeError("episode_summary() is given once an episode has ended")
         task = self.episode.task
-        return {"task_id": task.id, "subject": task.metadata.get("subject"), "bucket": task.metadata.get("bucket"),
+        return {"task_id": task.id, "subject": task.metadata.get("subject"), "bucket": task_bucket(task),
                 "adversaries": tuple(self.episode.adversaries)}
 
 

@@ -41,7 +41,7 @@ from topo_env.sim.model import EpisodeNoise, draw_noise
 from topo_env.sim.profiles import get_profile
 from topo_env.sim.tasks import SimTaskSource
 from topo_env.frontends.targets import choose_targets
-from topo_env.engine.tasks import Task
+from topo_env.engine.tasks import Task, task_bucket
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ class SimVectorEnv:
             adversaries[b, list(cfg.draw_adversaries(rng))] = True
             tasks.append(task)
         episodes = VectorEpisodes(TaskArrays.from_tasks(tasks), EpisodeNoise.concatenate(noises), adversaries,
-                                  tuple(t.metadata["bucket"] for t in tasks), tuple(t.prompt for t in tasks))
+                                  tuple(task_bucket(t) for t in tasks), tuple(t.prompt for t in tasks))
         return episodes, tasks
 
     def reset(self, seeds: Sequence[int], split: str | None = None,

@@ -28,7 +28,7 @@ from topo_env.engine.episode import run_to_end
 from topo_env.engine.seeding import policy_rng
 from topo_env.sim.profiles import get_profile
 from topo_env.sim.tasks import SPLITS
-from topo_env.engine.tasks import DEFAULT_ROUNDS  # rounds per domain (paper); used when a CLI gets no --rounds
+from topo_env.engine.tasks import DEFAULT_ROUNDS, task_bucket  # rounds per domain (paper); used when a CLI gets no --rounds
 
 BASELINES: tuple[str, ...] = ("solo", "full", "chain", "star", "debate", "random")
 FIXED_BASELINES: tuple[str, ...] = tuple(b for b in BASELINES if b != "random")
@@ -208,8 +208,8 @@ class SequencePolicy:
         self._round = 0
 
     def reveal_task(self, task) -> None:
-        """The bucket oracle's privilege: the episode's task (its ``metadata["bucket"]``)."""
-        self._key = "all" if not self.privileged else task.metadata["bucket"]
+        """The bucket oracle's privilege: the episode's task (:func:`~topo_env.engine.tasks.task_bucket`)."""
+        self._key = "all" if not self.privileged else task_bucket(task)
 
     def act(self, observations: dict, infos: dict) -> dict[str, int]:
         joint = self.sequences[self._key][self._round]

@@ -46,10 +46,10 @@ class TaskArrays:
 
     @classmethod
     def from_tasks(cls, tasks: list[Task]) -> "TaskArrays":
-        return cls(np.array([t.metadata["difficulty"] for t in tasks], dtype=np.float64),
-                   np.array([t.metadata["latent"] for t in tasks], dtype=np.float64),
+        return cls(np.array([t.hidden["difficulty"] for t in tasks], dtype=np.float64),
+                   np.array([t.hidden["latent"] for t in tasks], dtype=np.float64),
                    np.array([t.metadata["prompt_tokens"] for t in tasks], dtype=np.int64),
-                   np.array([t.metadata["subject_index"] for t in tasks], dtype=np.int64))
+                   np.array([t.hidden["subject_index"] for t in tasks], dtype=np.int64))
 
     @classmethod
     def sample(cls, rng: np.random.Generator, profile: SimProfile, batch: int) -> "TaskArrays":

@@ -13,7 +13,10 @@ with 4 difficulty words at 0.3 a reader names the difficulty bucket about 45% of
 33%): item difficulty is only weakly predictable from question text. A learned controller can only
 earn what these cues let it see.
 
-Answer label 0 is the correct answer and label 1 the task's trap (``metadata["trap"]``).
+Answer label 0 is the correct answer and label 1 the task's trap. What a dataset would publish is the
+task's ``metadata`` (its subject, its length in tokens, the option letters of a multiple-choice task);
+what only the simulator knows (difficulty, latent, bucket, trap, the answer strings by label) is its
+``hidden`` part, which traces never hold (:class:`topo_env.engine.tasks.Task`).
 
 :class:`TextReader` is the other side of this process: the subject and difficulty bucket a
 Bayes-optimal reader of a task's text infers from its cue words (what any policy reading the text
@@ -189,22 +192,23 @@ class SimTaskSource:
         task_id = f"{tasks_of}-{split}-{int(index)}"
         text = (f"[{tasks_of}] Problem: a question about {', '.join(topic)}. "
                 f"It calls for {' and '.join(cues)} work. Give your final answer.")
-        choices = _answer_strings(p.domain, p.n_wrong + 1, rng, task_id)
+        answers = _answer_strings(p.domain, p.n_wrong + 1, rng, task_id)
+        metadata = {"subject": names[subject], "prompt_tokens": tokens, "profile": p.name}
+        if p.domain == "reasoning":  # a multiple-choice dataset publishes its options, in letter order
+            metadata["choices"] = tuple(sorted(answers))
         return Task(
             id=task_id,
             domain=p.domain,
             prompt=text,
-            reference=choices[0],
-            metadata={
+            reference=answers[0],
+            metadata=metadata,
+            hidden={
                 "difficulty": d,
                 "latent": latent,
                 "bucket": DIFFICULTY_BUCKETS[bucket],
-                "subject": names[subject],
                 "subject_index": subject,
-                "trap": choices[1],
-                "prompt_tokens": tokens,
-                "choices": tuple(choices),
-                "profile": p.name,
+                "trap": answers[1],
+                "answers": tuple(answers),
             },
         )
 

@@ -75,21 +75,22 @@ class SimTeamBackend:
         return self.tasks.task(split, index)
 
     def start_episode(self, task: Task, rng: np.random.Generator, n_agents: int, rounds: int) -> None:
-        needed = ("difficulty", "latent", "prompt_tokens", "choices", "subject_index")
-        if any(k not in task.metadata for k in needed):
+        needed = ("difficulty", "latent", "answers", "subject_index")
+        if any(k not in task.hidden for k in needed) or "prompt_tokens" not in task.metadata:
             raise ValueError(
-                f"task {task.id!r} is not a simulated task (needs metadata {list(needed)}); "
+                f"task {task.id!r} is not a simulated task (needs hidden {list(needed)} and metadata "
+                "prompt_tokens); "
                 "use backend kind 'sim' only with tasks from topo_env.sim.tasks.SimTaskSource"
             )
         self.task = task
         self.noise = draw_noise(rng, self.profile, 1, rounds, n_agents)
         self._calls = self.noise.calls[0].tolist()
         self._decision = self.noise.decision[0].tolist()
-        self._labels = {s: k for k, s in enumerate(task.metadata["choices"])}
-        self._choices = task.metadata["choices"]
-        m = task.metadata
-        s = self._subject = m["subject_index"]
-        self._task_features = TaskFeatures(m["difficulty"], m["latent"], m["prompt_tokens"],
+        self._labels = {s: k for k, s in enumerate(task.hidden["answers"])}
+        self._choices = task.hidden["answers"]
+        h = task.hidden
+        s = self._subject = h["subject_index"]
+        self._task_features = TaskFeatures(h["difficulty"], h["latent"], task.metadata["prompt_tokens"],
                                            self.profile.verifiability[s])
         if self._team_size != n_agents:  # (N, S) skills and verbosities, computed once per team size
             models = self.profile.team_models(n_agents, self.team)
