@@ -70,8 +70,8 @@ def difficulty_evidence(data, base: SimProfile, nodes: np.ndarray) -> tuple[np.n
             post = prior_post
             for _ in range(4):  # agent levels given the posterior, the posterior given the levels
                 e_link = post[task] @ link
-                level = np.array([np.mean((x - e_link)[agent == i]) if (agent == i).any() else 0.0
-                                  for i in range(data.n_agents)])
+                counts = np.bincount(agent, minlength=data.n_agents)
+                level = np.bincount(agent, weights=x - e_link, minlength=data.n_agents) / np.maximum(counts, 1)
                 ev = np.zeros_like(evidence)
                 np.add.at(ev, task, _log_normal_evidence(x, level[agent], link, sd))
                 post = np.exp(ev - ev.max(axis=1, keepdims=True))
@@ -96,7 +96,8 @@ def difficulty_evidence(data, base: SimProfile, nodes: np.ndarray) -> tuple[np.n
 def _within_task_sd(x: np.ndarray, task: np.ndarray, agent: np.ndarray) -> float | None:
     """The pooled SD of ``x`` around its (task, agent) cell means after removing each agent's mean:
     the noise of one observation where the task's difficulty is shared. None without repeats."""
-    x = x - np.array([x[agent == a].mean() for a in agent])  # each agent's level away
+    _, of_agent = np.unique(agent, return_inverse=True)
+    x = x - (np.bincount(of_agent, weights=x) / np.bincount(of_agent))[of_agent]  # each agent's level away
     keys = task.astype(np.int64)
     _, inv, counts = np.unique(keys, return_inverse=True, return_counts=True)
     means = np.bincount(inv, weights=x) / counts
