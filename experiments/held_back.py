@@ -28,7 +28,7 @@ import numpy as np
 
 import topo_env
 from experiments.fit_recovery import perturb
-from studies.sim2real import DISTINCT_TASKS
+from studies.sim2real import DISTINCT_TASKS, max_episode_calls
 from topo_env.engine.traces import read_truth
 from topo_env.fitting.explore import record_exploration
 from topo_env.fitting.fit import fit_records, load_traces, write_profile
@@ -37,7 +37,6 @@ from topo_env.sim.profiles import get_profile
 from topo_env.frontends.vector_env import SimVectorEnv
 
 BASE = "mmlu_pro"
-CALLS_PER_EPISODE = 13  # the most calls an episode of 3 agents and 2 rounds makes (2 N T + the decision)
 
 
 def held_back_team(seed: int):
@@ -75,8 +74,9 @@ def run_one(team_seed: int, seed: int, out: Path, real_calls: int, episodes: int
     traces.unlink(missing_ok=True), hidden.unlink(missing_ok=True)
     env = topo_env.parallel_env(profile=str(folder / "truth.yaml"), rounds=2)
     try:
-        made = record_exploration(env, traces, real_calls // CALLS_PER_EPISODE, seed=1000 * team_seed + seed,
-                                  pool=DISTINCT_TASKS * (real_calls // CALLS_PER_EPISODE), truth=hidden)
+        recorded = real_calls // max_episode_calls(3, 2)  # as sim-to-real's recording affords them
+        made = record_exploration(env, traces, recorded, seed=1000 * team_seed + seed, pool=DISTINCT_TASKS * recorded,
+                                  truth=hidden)
     finally:
         env.close()
     fitted = fit_records(load_traces([traces]), get_profile(BASE), seed=seed)

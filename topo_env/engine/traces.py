@@ -120,6 +120,8 @@ def truth_record(task: Any) -> dict[str, Any]:
 def read_truth(path: str | Path) -> dict[str, dict[str, Any]]:
     """Task id -> its hidden truth, from a file of :func:`truth_record` lines; a :class:`TraceError`
     names the file and line of a malformed one."""
+    if not Path(path).is_file():
+        raise TraceError(f"truth file {str(path)!r} does not exist (record(path, truth=FILE) writes one)")
     truth: dict[str, dict[str, Any]] = {}
     for number, record in json_lines(path, TraceError):
         if not isinstance(record, dict) or record.get("schema") != TRUTH_SCHEMA:

@@ -1,7 +1,7 @@
 """Files a user hands in or names, read and made with one-line errors: a JSON file a run wrote
-(:func:`read_json_file`), an output folder (:func:`output_dir`), an earlier run's outputs moved
-aside (:func:`set_aside`), and a file written so that a kill or a full disk never leaves half of it
-behind (:func:`write_atomically`)."""
+(:func:`read_json_file`), a JSON-lines file line by line (:func:`json_lines`), an output folder
+(:func:`output_dir`), an earlier run's outputs moved aside (:func:`set_aside`), and a file written so
+that a kill or a full disk never leaves half of it behind (:func:`write_atomically`)."""
 from __future__ import annotations
 
 import contextlib
@@ -117,4 +117,4 @@ def write_text_atomically(path: str | Path, text: str) -> None:
     write_atomically(path, lambda fh: fh.write(text.encode()))
 
 
-__all__ = ["output_dir", "read_json_file", "set_aside", "write_atomically", "write_text_atomically"]
+__all__ = ["json_lines", "output_dir", "read_json_file", "set_aside", "write_atomically", "write_text_atomically"]

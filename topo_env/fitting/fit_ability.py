@@ -38,7 +38,7 @@ import numpy as np
 from topo_env.fitting.fit_data import MIN_CALLS, Call, Data
 from topo_env.fitting.fit_latents import fit_latent_trap
 from topo_env.fitting.fit_report import Report
-from topo_env.fitting.fit_stats import gauss_hermite, hessian, log_sig, lse, sig, std_errors
+from topo_env.fitting.fit_stats import gauss_hermite, hessian, log_sig, lse, sig, softmax, std_errors
 from topo_env.sim.profiles import SimProfile
 
 MIN_REPEATS = 50  # (episode, agent) pairs with two attempts needed to fit blind_spread
@@ -157,9 +157,7 @@ class AttemptModel:
         data, g = self.data, len(self.d_grid)
         if not data.d_estimated[j]:
             return np.full(g * N_Z, data.difficulty[j]), np.tile(self.lwz, g) - np.log(g)
-        ev = data.d_evidence[j]
-        lw_d = ev - ev.max()
-        lw_d -= np.log(np.exp(lw_d).sum())
+        lw_d = data.d_evidence[j] - lse(data.d_evidence[j], axis=0)
         return np.repeat(self.d_grid, N_Z), np.repeat(lw_d, N_Z) + np.tile(self.lwz, g)
 
     def _task_nodes(self) -> None:
@@ -306,8 +304,7 @@ class AttemptModel:
         """P(attempt right) of ``calls`` given the attempts of their task (posterior of the latents)."""
         coef, ts, bs = self._unpack(self.theta)
         _, _, _, LT, _ = self._log_terms(self.theta)
-        post = LT + self.node_lw
-        post = np.exp(post - lse(post, axis=1)[:, None])
+        post = softmax(LT + self.node_lw, axis=1)
         row_of_task = {int(t): r for r, t in enumerate(self.task_ids)}
         out = np.empty(len(calls))
         levels, skills = self.levels(), self.skill_matrix()
@@ -319,7 +316,7 @@ class AttemptModel:
                 d, w = self.node_d[row_of_task[c.task]], post[row_of_task[c.task]]
             else:
                 d, lw = self.nodes_of(c.task)
-                w = np.exp(lw - lse(lw, axis=0))
+                w = softmax(lw)
             e = eta - self.beta() * (d - 0.5) + ts * self.node_z
             p = sig(e[:, None] + bs * self.ux[None, :]) @ np.exp(self.lwu)
             out[k] = float(w @ p)

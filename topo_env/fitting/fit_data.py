@@ -36,6 +36,7 @@ import numpy as np
 from topo_env.engine.config_checks import ConfigError
 from topo_env.engine.traces import TraceError, decision_mode, read_traces
 from topo_env.fitting.fit_latents import difficulty_evidence, difficulty_nodes
+from topo_env.fitting.fit_stats import softmax
 from topo_env.sim.profiles import SimProfile
 
 MIN_CALLS = 30  # calls needed to fit any part (the per-subject and per-agent parts have their own)
@@ -135,6 +136,9 @@ class Data:
             j = task_index[str(rec["task"].get("id"))]
             self.episode_task.append(j)
             self._episode(e, j, rec)
+        self._task_calls: dict[int, list[Call]] = defaultdict(list)  # what set_trap relabels
+        for c in self.calls + self.decisions:
+            self._task_calls[c.task].append(c)
         self.difficulty = np.array([np.nan if t.difficulty is None else t.difficulty for t in self.tasks])
         self.subject_of = np.array([self.subjects.index(t.subject) for t in self.tasks], dtype=int)
         self.d_estimated = np.isnan(self.difficulty)
@@ -287,8 +291,7 @@ class Data:
     def set_difficulty_posterior(self, tasks: np.ndarray, log_post: np.ndarray) -> None:
         """Keep the (unnormalised) log posterior of ``tasks``' difficulty over ``d_nodes`` (``d_posterior``:
         (T, G) probabilities, rows of tasks with a known difficulty unused) and set their difficulty to its mean."""
-        w = np.exp(log_post - log_post.max(axis=1, keepdims=True))
-        w /= w.sum(axis=1, keepdims=True)
+        w = softmax(log_post, axis=1)
         self.d_posterior[tasks] = w
         self.difficulty[tasks] = w @ self.d_nodes
 
@@ -300,11 +303,8 @@ class Data:
         info = self.tasks[j]
         info.labels = {a: swap.get(k, k) for a, k in info.labels.items()}
         info.trap = next((a for a, k in info.labels.items() if k == 1), None)
-        for c in self._calls_of_task(j):
+        for c in self._task_calls[j]:
             c.label = swap.get(c.label, c.label)
             for m in [c.prev, *c.msgs]:
                 if m is not None:
                     m.label = swap.get(m.label, m.label)
-
-    def _calls_of_task(self, j: int) -> list[Call]:
-        return [c for c in self.calls + self.decisions if c.task == j]

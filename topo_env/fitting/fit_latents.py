@@ -32,7 +32,7 @@ from collections import Counter
 
 import numpy as np
 
-from topo_env.fitting.fit_stats import hessian, std_errors
+from topo_env.fitting.fit_stats import hessian, softmax, std_errors
 from topo_env.sim.profiles import SimProfile
 
 N_D = 12  # quantile nodes of the difficulty prior
@@ -74,8 +74,7 @@ def difficulty_evidence(data, base: SimProfile, nodes: np.ndarray) -> tuple[np.n
                 level = np.bincount(agent, weights=x - e_link, minlength=data.n_agents) / np.maximum(counts, 1)
                 ev = np.zeros_like(evidence)
                 np.add.at(ev, task, _log_normal_evidence(x, level[agent], link, sd))
-                post = np.exp(ev - ev.max(axis=1, keepdims=True))
-                post /= post.sum(axis=1, keepdims=True)
+                post = softmax(ev, axis=1)
             evidence += ev
             notes.append(f"task difficulty: inferred from {len(fresh)} fresh attempts' reasoning tokens (noise SD "
                          f"{sd:.2f} on the log scale, from the spread within tasks)")

@@ -28,6 +28,11 @@ def lse(x: np.ndarray, axis: int) -> np.ndarray:
     return np.log(np.sum(np.exp(x - m), axis=axis)) + np.squeeze(m, axis=axis)
 
 
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """exp(x) normalised to sum 1 along ``axis``: probabilities from unnormalised log weights."""
+    return np.exp(x - np.expand_dims(lse(x, axis), axis))
+
+
 def gauss_hermite(n: int) -> tuple[np.ndarray, np.ndarray]:
     """Gauss-Hermite nodes and log weights for E[f(Z)], Z ~ N(0, 1)."""
     x, w = np.polynomial.hermite_e.hermegauss(n)
