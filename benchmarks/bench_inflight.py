@@ -1,7 +1,7 @@
 """Episodes in flight against one LLM server: throughput of LLM-team episodes against an
 OpenAI-compatible test server that answers each call after a fixed latency L and serves at most
 C calls at once (more queue), for K = 1, 2, 4, ... episodes in flight (``runtime.episodes_in_flight``;
-:mod:`learners.inflight`), compared with the bound C / (calls per episode x L).
+:mod:`topo_env.frontends.inflight`), compared with the bound C / (calls per episode x L).
 
     python benchmarks/bench_inflight.py [--latency 0.1] [--capacity 16] [--ks 1,2,4,8,16,32]
 
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import topo_env  # noqa: E402
 from fake_openai_server import FakeOpenAIServer  # noqa: E402
 from learners.evaluation import evaluate  # noqa: E402
-from learners.inflight import sibling_envs  # noqa: E402
+from topo_env.frontends.inflight import sibling_envs  # noqa: E402
 from topo_env.references.baselines import BASELINES, make_baseline  # noqa: E402
 from topo_env.engine.cli import format_table  # noqa: E402
 

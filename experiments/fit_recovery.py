@@ -59,7 +59,8 @@ TOLERANCE: dict[str, float] = dict(
     verify_pass_correct=0.05, verify_detect=0.1, p_wrote_code=0.1, content_mean=15.0, reason_mean=60.0,
     revisit=0.08, reemit=0.02, decide_factor=0.05, conflict=0.25, sys_tokens=2.0, header_tokens=2.0,
     verdict_tokens=3.0, diff_a=0.5, diff_b=0.5, task_tokens_mean=20.0, subject_offset=0.6, skill_dev=0.6,
-    verifiability=0.5, verbosity=0.1)
+    verifiability=0.5, verbosity=0.1, p_invent=0.03, p_invent_decide=0.05, p_unreadable=0.01,
+    p_unreadable_decide=0.03)
 
 
 def tolerance(name: str) -> float:

@@ -16,7 +16,7 @@ class ReplayEpisode:
     zeros at t = 0); ``actions[t]`` what they chose; ``reward[t]`` the team reward of round t;
     ``terminated[t]`` True after the last round. ``policy_version``: the number of committed
     episodes whose updates were in the weights that played it (with K episodes in flight,
-    ``max(0, j - K + 1)`` for episode j; :mod:`learners.inflight`).
+    ``max(0, j - K + 1)`` for episode j; :mod:`topo_env.frontends.inflight`).
     """
 
     obs: np.ndarray  # (T, N, D) float32

@@ -348,7 +348,7 @@ class RuntimeConfig:
             last bits, so a compiled run reproduces compiled runs, not eager ones.
         episodes_in_flight: K, the episodes played at once (training, validation and the
             held-out evaluation) on the one-episode path, on K env instances sharing one LLM
-            client and its ``env.backend.max_concurrency`` (:mod:`learners.inflight`). 1 (the
+            client and its ``env.backend.max_concurrency`` (:mod:`topo_env.frontends.inflight`). 1 (the
             default) is the sequential run; for LLM backends use e.g. 16 (and ``max_concurrency``
             >= the calls the server batches), so the server sees many requests at once. Episode
             k's task and noise do not depend on K; training episode j is played with the weights

@@ -2,8 +2,8 @@
 
 Each :class:`RolloutWorker` is a Ray actor with its own env (and so its own backend client, e.g.
 one connection pool to the team's LLM server), its own copy of the agent network, and K =
-``runtime.episodes_in_flight`` episodes in flight (:class:`learners.inflight.EpisodesInFlight`).
-:class:`RayRollouts` is the driver's side, in the role :class:`~learners.inflight.EpisodesInFlight`
+``runtime.episodes_in_flight`` episodes in flight (:class:`topo_env.frontends.inflight.EpisodesInFlight`).
+:class:`RayRollouts` is the driver's side, in the role :class:`~topo_env.frontends.inflight.EpisodesInFlight`
 has for a single process: it hands finished episodes back **in episode-index order**, so the
 training loop of :func:`learners.training.train` commits, updates and checkpoints exactly as it does on one
 machine.
@@ -41,7 +41,7 @@ import torch
 
 from learners.agent_network import build_agent_network
 from learners.config import ExperimentConfig
-from learners.inflight import EpisodesInFlight, sibling_envs
+from topo_env.frontends.inflight import EpisodesInFlight, sibling_envs
 from learners.runner import EpisodeRunner, space_dims
 from learners.schedules import epsilon_at
 from topo_env.frontends.comm_actions import N_ACTIONS

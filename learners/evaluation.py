@@ -38,7 +38,7 @@ from tqdm import tqdm
 from learners.agent_network import AgentQNetwork, build_agent_network
 from learners.batch_runner import BatchEpisodeRunner
 from learners.config import ExperimentConfig, with_overrides
-from learners.inflight import EpisodesInFlight
+from topo_env.frontends.inflight import EpisodesInFlight
 from learners.runner import select_actions
 from topo_env.frontends.comm_actions import ACTION_NAMES, N_ACTIONS
 from topo_env.references.baselines import (
@@ -228,7 +228,7 @@ def evaluate(env, policy: CommPolicy, episodes: int, seed: int, split: str = "ev
     backend with a task list) plays its held-out tasks in order, episode k task k, so an
     evaluation of at most the split's size sees each task once and every policy the same tasks.
 
-    ``siblings``: more envs of ``env``'s config (:func:`learners.inflight.sibling_envs`) to keep
+    ``siblings``: more envs of ``env``'s config (:func:`topo_env.frontends.inflight.sibling_envs`) to keep
     ``1 + len(siblings)`` episodes in flight, each env with its own copy of ``policy``; every
     episode's figures and trace are those of the sequential evaluation (an episode depends on
     its seed only), in episode order."""

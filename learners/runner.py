@@ -178,7 +178,7 @@ class EpisodeRunner:
                    topology_explore: float = 0.0) -> tuple[ReplayEpisode, EpisodeStats]:
         """:meth:`run` as a coroutine (through the env's
         :meth:`~topo_env.frontends.parallel_env.TopologyParallelEnv.astep`), for episodes in flight on one event loop
-        (:mod:`learners.inflight`)."""
+        (:mod:`topo_env.frontends.inflight`)."""
         return await self._play(epsilon, rng, seed, options, team_explore, deviation_explore, deviation_rank_decay,
                                 policy_version, topology_explore, step=self.env.astep)
 

@@ -40,7 +40,7 @@ from learners.buffer import EpisodeReplayBuffer, ReplayEpisode
 from learners.config import ExperimentConfig, moved_key
 from learners.distributed import require_ray  # imports Ray only when runtime.ray is set
 from learners.evaluation import QMIXPolicy, evaluate as evaluate_policy, load_checkpoint
-from learners.inflight import sibling_envs
+from topo_env.frontends.inflight import sibling_envs
 from learners.learner import QMIXLearner
 from learners.report import HeldOut, LogWindow, add_curve_point, curve_episodes, evaluate_held_out, print_report, save_results
 from learners.runner import EpisodeRunner, space_dims
@@ -255,7 +255,7 @@ def build(cfg: ExperimentConfig, out_dir: Path, options: RunOptions) -> Training
     if options.trace_out:
         train_env.record(options.trace_out)
     # K episodes in flight: K envs of each kind sharing one client; training episodes play on a
-    # snapshot of the weights taken at their launch (learners.inflight)
+    # snapshot of the weights taken at their launch (topo_env.frontends.inflight)
     train_envs, eval_envs = sibling_envs(train_env, k), sibling_envs(eval_env, k)
     runners = [EpisodeRunner(env, copy.deepcopy(learner.agent), device) for env in train_envs]
     # validation episodes run on their own env instances, so training episodes are untouched

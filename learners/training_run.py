@@ -23,7 +23,7 @@ from learners.buffer import EpisodeReplayBuffer
 from learners.config import ExperimentConfig
 from learners.distributed import RayRollouts  # imports Ray only when runtime.ray is set
 from learners.evaluation import AGENT_LAYOUT, MIXER_LAYOUT, layout_difference, load_checkpoint
-from learners.inflight import EpisodesInFlight
+from topo_env.frontends.inflight import EpisodesInFlight
 from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner
 from learners.schedules import epsilon_at
@@ -239,7 +239,7 @@ class EpisodeSource:
     ``(first, episodes, stats)``: batched (``sim_scale.batched``) ``sim_scale.batch`` episodes at a
     time (an EpisodeBatch), each batch played with the weights after the batches before it
     (learners.batch_runner); otherwise one episode at a time (a ReplayEpisode), K in flight
-    (learners.inflight) or on W Ray workers (learners.distributed), each played with the weights of
+    (topo_env.frontends.inflight) or on W Ray workers (learners.distributed), each played with the weights of
     its launch. Once ``stop.requested``, the batches end; call :meth:`stop_launching` to launch no
     more single episodes (those in flight still arrive), and :meth:`close` at the end."""
 

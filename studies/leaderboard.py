@@ -161,10 +161,10 @@ def play_in_flight(env: Any, controller: Any, episodes: int, k: int,
                    progress: Callable[[], None]) -> list[tuple[Any, tuple[int, ...]]]:
     """Eval seeds ``0 .. episodes - 1`` played K at a time on ``env`` and K - 1 siblings (one
     shared LLM client), each with its own copy of ``controller``, handed back in seed order
-    (:class:`learners.inflight.EpisodesInFlight`). An episode's task, noise and adversaries do not
+    (:class:`topo_env.frontends.inflight.EpisodesInFlight`). An episode's task, noise and adversaries do not
     depend on K; a controller that draws at random draws from its copy's generator."""
     from controllers.base import aplay_episode
-    from learners.inflight import EpisodesInFlight
+    from topo_env.frontends.inflight import EpisodesInFlight
 
     envs = [env] + [env.sibling() for _ in range(k - 1)]
     copies = [controller] + [controller.copy() for _ in range(k - 1)]

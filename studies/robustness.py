@@ -39,7 +39,7 @@ import torch
 
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
 from learners.evaluation import QMIXPolicy, agent_from_checkpoint, evaluate, load_checkpoint, paired_difference
-from learners.inflight import sibling_envs
+from topo_env.frontends.inflight import sibling_envs
 from learners.runner import space_dims
 from topo_env.frontends.comm_actions import ACTION_NAMES
 from topo_env.engine.backend_registry import backend_kinds

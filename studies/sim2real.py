@@ -126,19 +126,20 @@ def record(real: ExperimentConfig, path: Path, budget: int, seed: int, partial: 
     env = TopologyParallelEnv(dataclasses.replace(real.env, split="train"))
     try:
         while (size := done["size"] if done["played"] else min(RECORD_CHUNK, (budget - done["calls"]) // bound)) >= 1:
-            record_chunk(env, path, size, seed * 1_000_003 + done["chunk"], pool, done, keep)
+            record_chunk(env, path, size, seed * 1_000_003 + done["chunk"], pool, done, keep,
+                         real.runtime.episodes_in_flight)
     finally:
         env.close()
     return {**{key: done[key] for key in SPEND}, "pool": pool, "max_calls_per_episode": bound}
 
 
 def record_chunk(env: TopologyParallelEnv, path: Path, size: int, seed: int, pool: int, done: dict,
-                 keep: Callable[[dict], None]) -> None:
+                 keep: Callable[[dict], None], in_flight: int = 1) -> None:
     """Chunk ``done["chunk"]`` of ``size`` episodes (:func:`record_exploration` with ``seed``), from
     its episode ``done["played"]`` on, its generator in state ``done["rng"]`` (None: at the start).
     After each episode ``done`` (also ``episodes``, ``calls``, ``tokens`` of the whole recording,
     ``bytes`` of ``path``) is brought up to date and kept; once the chunk is complete it names the
-    next one, at its start."""
+    next one, at its start. ``in_flight``: episodes played at once (``runtime.episodes_in_flight``)."""
     start = {**done, "size": size}
 
     def after_episode(now: dict) -> None:
@@ -150,7 +151,7 @@ def record_chunk(env: TopologyParallelEnv, path: Path, size: int, seed: int, poo
         keep(dict(done))
 
     record_exploration(env, path, size - start["played"], seed=seed, pool=pool, rng_state=start["rng"],
-                       after_episode=after_episode)
+                       after_episode=after_episode, in_flight=in_flight)
 
 
 def synced_size(path: Path) -> int:

@@ -99,7 +99,7 @@ def test_each_behaviour_is_one_function_for_one_call_and_for_arrays(profile, wit
     shown = list(zip(masks, inputs[1:]))
     cdf = wrong_label_cdf(p)
     batch_call = simulate_call(ARRAYS, p, np.array(cdf), task, agent, previous, shown, noise.T)
-    batch_decision = simulate_decision(ARRAYS, p, task, shown, noise.T)
+    batch_decision = simulate_decision(ARRAYS, p, wrong_label_cdf(p), task, shown, noise.T)
     batch_verdict = simulate_verdict(ARRAYS, p, batch_call.label, noise.T, verifiability)
     for r in range(m):
         one_task = _row(task, r)
@@ -109,7 +109,7 @@ def test_each_behaviour_is_one_function_for_one_call_and_for_arrays(profile, wit
         one_previous = None if previous is None else _row(previous, r)
         one_noise = noise[r].tolist()
         call = simulate_call(SCALARS, p, cdf, one_task, one_agent, one_previous, one_shown, one_noise)
-        decision = simulate_decision(SCALARS, p, one_task, one_shown, one_noise)
+        decision = simulate_decision(SCALARS, p, wrong_label_cdf(p), one_task, one_shown, one_noise)
         verdict = simulate_verdict(SCALARS, p, call.label, one_noise, one_task.verifiability)
         for one, batch in ((call, batch_call), (decision, batch_decision)):
             assert [one.label, one.content_tokens, one.prompt_tokens, one.completion_tokens, one.reasoning_tokens] == \

@@ -1,4 +1,4 @@
-"""Episodes in flight (``runtime.episodes_in_flight``, learners/inflight.py): K = 1 is the
+"""Episodes in flight (``runtime.episodes_in_flight``, topo_env/frontends/inflight.py): K = 1 is the
 sequential run bit for bit, the order in which episodes complete changes nothing the learner
 sees, every stored episode carries its policy version, the token budget stops exactly, and an
 evaluation with K > 1 gives the sequential evaluation's episodes."""
@@ -20,7 +20,7 @@ from learners.agent_network import AgentQNetwork
 from learners.buffer import EpisodeReplayBuffer
 from learners.config import load_experiment
 from learners.evaluation import QMIXPolicy, evaluate
-from learners.inflight import sibling_envs
+from topo_env.frontends.inflight import sibling_envs
 from learners.learner import QMIXLearner
 from learners.runner import EpisodeRunner
 from learners.schedules import epsilon_at, lr_at
@@ -156,3 +156,26 @@ def test_evaluation_in_flight_gives_the_sequential_episodes(tmp_path):
         assert a.reward == b.reward and a.tokens == b.tokens and a.adversaries == b.adversaries
         assert np.array_equal(a.actions, b.actions) and np.array_equal(a.adjacency, b.adjacency)
     assert chain["episodes"] == len(chain_traces) == 6
+
+
+def test_exploration_in_flight_records_the_sequential_traces(tmp_path, monkeypatch):
+    """record_exploration with K = 4 on a team whose episodes complete out of order writes, in episode
+    order, the traces and truth of K = 1, hands back the same figures and generator states (what a
+    resumed recording continues from), and did complete episodes out of order."""
+    from topo_env.fitting.explore import record_exploration
+    from topo_env.frontends.env_config import EnvConfig
+
+    runs = {}
+    for k in (1, 4):
+        with monkeypatch.context() as m:
+            finished = delayed_backends(m, 7)
+            env = TopologyParallelEnv(EnvConfig.from_dict({"profile": "mmlu_pro"}))
+            handed = []
+            figures = record_exploration(env, tmp_path / f"k{k}.jsonl", 16, seed=3, truth=tmp_path / f"t{k}.jsonl",
+                                         in_flight=k, after_episode=handed.append)
+        runs[k] = (figures, handed, list(finished))
+    assert (tmp_path / "k1.jsonl").read_text() == (tmp_path / "k4.jsonl").read_text()
+    assert (tmp_path / "t1.jsonl").read_text() == (tmp_path / "t4.jsonl").read_text()
+    assert runs[1][:2] == runs[4][:2]
+    order = [json.loads(line)["task"]["id"] for line in (tmp_path / "k1.jsonl").read_text().splitlines()]
+    assert runs[4][2] != runs[1][2] and sorted(runs[4][2]) == sorted(runs[1][2]) and runs[1][2] == order

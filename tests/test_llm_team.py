@@ -131,7 +131,7 @@ def test_a_real_team_is_evaluated_on_its_held_out_tasks_in_order_each_once(tmp_p
     """Episode k of an evaluation plays held-out task k (a fixed shuffled order), so four episodes
     on four held-out tasks see each once, whatever the seeds would have drawn, episodes in flight or not."""
     from learners.evaluation import evaluate
-    from learners.inflight import sibling_envs
+    from topo_env.frontends.inflight import sibling_envs
     from topo_env.references.baselines import make_baseline
 
     with FakeOpenAIServer([("ok", "Answer: B\nConfidence: 0.6", USAGE)]) as server:

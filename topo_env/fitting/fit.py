@@ -37,6 +37,10 @@ the order the fit runs; each module's docstring states its model:
   scale) and rho_d are kept.
 * **Decision node** (:mod:`~topo_env.fitting.fit_decision`): decide_tau, contradicted_weight (kept from the
   base, with decide_factor, where the traces decided by a vote or one agent's answer: ``decision.mode``).
+* **Slips** (:mod:`~topo_env.fitting.fit_slips`): p_invent (committed answers revised with messages),
+  p_invent_decide (decisions), p_unreadable, p_unreadable_decide (replies without an answer, which the
+  other parts leave out: a message without an answer is on no table, an agent whose own had none solves
+  afresh).
 * **Confidence** (:mod:`~topo_env.fitting.fit_confidence`): mu_correct, mu_wrong, kappa, sigma_conf;
   fitted first with the base's weights (the update fit integrates a fresh attempt's confidence with
   them), then again with the fitted w_peer and contradicted_weight.
@@ -77,6 +81,7 @@ from topo_env.fitting.fit_data import Data, FitError, load_traces
 from topo_env.fitting.fit_decision import fit_decision, keep_without_node
 from topo_env.fitting.fit_report import Report, format_report
 from topo_env.fitting.fit_result import Fitted, ProfileBuilder
+from topo_env.fitting.fit_slips import fit_slips
 from topo_env.fitting.fit_social import fit_drift, fit_social
 from topo_env.fitting.fit_stats import one_blas_thread
 from topo_env.fitting.fit_tasks import fit_tasks
@@ -137,6 +142,7 @@ def _fit_records(records: list[dict], base: SimProfile, where: str, seed: int) -
     # decision node, then confidence with the fitted weights
     profile = replace(profile, **upd)
     fit_decision(profile, data.decisions, report)
+    fit_slips(data, base, report)
     report_confidence(fit_confidence(profile, data.calls + data.decisions, upd["w_peer"],
                                      report.value("contradicted_weight")), report)
 
@@ -152,7 +158,8 @@ def _fit_records(records: list[dict], base: SimProfile, where: str, seed: int) -
     out = report.as_dict()
     out["episodes"] = len(records)
     out["calls"] = {"attempts": len(attempts), "updates": len(updates), "drift": len(drifts),
-                    "decisions": len(data.decisions), "adversary": len(data.calls) - len(honest)}
+                    "decisions": len(data.decisions), "adversary": len(data.calls) - len(honest),
+                    "unreadable": len(data.unreadable) + len(data.unreadable_decisions)}
     return Fitted(builder.build(report.estimated()), out, data, builder, records, update_fit)
 
 

@@ -47,7 +47,8 @@ MISFIT_Z = 3.0  # |z| above this is reported as a misfit
 DENSITY_BINS = ((0.0, 1 / 3, "density < 1/3"), (1 / 3, 2 / 3, "density 1/3..2/3"), (2 / 3, 1.01, "density >= 2/3"))
 # where a drawn parameter must stay (rates, scales; per-agent ones by prefix); others are unbounded
 DOMAINS = {**{n: (0.0, 1.0) for n in ("drift_cw", "drift_wc", "trap_base", "verify_pass_correct", "verify_detect",
-                                        "p_wrote_code")},
+                                        "p_wrote_code", "p_invent", "p_invent_decide", "p_unreadable",
+                                        "p_unreadable_decide")},
            **{n: (0.0, None) for n in ("w_fresh", "w_peer", "task_spread", "blind_spread", "sigma_conf",
                                          "contradicted_weight", "revisit", "reemit", "conflict", "decide_factor",
                                          "content_mean", "reason_mean", "task_tokens_mean")},

@@ -37,6 +37,7 @@ from topo_env.engine.config_checks import ConfigError
 from topo_env.engine.traces import TraceError, decision_mode, read_traces
 from topo_env.fitting.fit_latents import difficulty_evidence, difficulty_nodes
 from topo_env.fitting.fit_stats import softmax
+from topo_env.sim.model import NO_ANSWER
 from topo_env.sim.profiles import SimProfile
 
 MIN_CALLS = 30  # calls needed to fit any part (the per-subject and per-agent parts have their own)
@@ -130,6 +131,8 @@ class Data:
         self._place_subjects(base)
         self.calls: list[Call] = []
         self.decisions: list[Call] = []
+        self.unreadable: list[Call] = []  # agent calls without a readable answer (not in ``calls``)
+        self.unreadable_decisions: list[Call] = []  # the decision node's (not in ``decisions``)
         self.decision_modes: Counter = Counter()  # mode ("llm", "vote", "agent:K") -> episodes
         self.episode_task: list[int] = []
         for e, rec in enumerate(records):
@@ -221,7 +224,7 @@ class Data:
             labels = {info.reference: 0}
             if info.trap is not None:
                 labels[info.trap] = 1
-            others = Counter(a for a, _ in answers if a not in labels)
+            others = Counter(a for a, _ in answers if a is not None and a not in labels)
             for a, _ in sorted(others.items(), key=lambda kv: -kv[1]):
                 labels[a] = len(labels) + (0 if info.trap is not None else 1)
             info.labels = labels
@@ -230,10 +233,11 @@ class Data:
                               "common wrong attempt (topo_env.fitting.fit_latents.fit_latent_trap then chooses it)")
 
     def label(self, j: int, answer: Any) -> int:
+        """Task ``j``'s label of ``answer``; :data:`~topo_env.sim.model.NO_ANSWER` for none."""
         info = self.tasks[j]
         a = _norm(answer)
-        if a is None and info.choices:
-            return 1  # the simulator reads a missing answer as the trap
+        if a is None:
+            return NO_ANSWER
         if a not in info.labels:
             info.labels[a] = max(info.labels.values()) + 1
         return info.labels[a]
@@ -251,17 +255,23 @@ class Data:
             return Inp(self.label(j, m["answer"]), _conf(m["confidence"]),
                        content.get((m["sender"], m["round"], m["phase"])), int(m["verdict"] or 0))
 
+        def answered(inputs: list[Inp | None]) -> list[Inp]:  # a reply without an answer puts none on the table
+            return [m for m in inputs if m is not None and m.label != NO_ANSWER]
+
         for rnd in rec["rounds"]:
             verify = rnd.get("verify") or []
             for c in rnd["calls"]:
                 i = c["agent"]
                 conf = c["confidence"]
-                self.calls.append(Call(
+                prev = answered([inp(c["own_previous"])])  # none to hold: the agent solves afresh
+                call = Call(
                     ep=e, task=j, agent=i, role=str(c["role"]), round=int(rnd["round"]), adversary=i in adversaries,
-                    prev=inp(c["own_previous"]), msgs=[inp(m) for m in c["shown"]], label=self.label(j, c["answer"]),
+                    prev=prev[0] if prev else None, msgs=answered([inp(m) for m in c["shown"]]),
+                    label=self.label(j, c["answer"]),
                     conf=float(conf) if isinstance(conf, (int, float)) and not isinstance(conf, bool) else None,
                     verdict=int(c["verdict"] or 0), verified=bool(i < len(verify) and verify[i]),
-                    prompt=c["prompt_tokens"], completion=c["completion_tokens"], reasoning=c["reasoning_tokens"]))
+                    prompt=c["prompt_tokens"], completion=c["completion_tokens"], reasoning=c["reasoning_tokens"])
+                (self.unreadable if call.label == NO_ANSWER else self.calls).append(call)
         dec = rec["decision"]
         if dec.get("called") is False:  # a probe episode without a decision (agents_llm.probe)
             return
@@ -270,12 +280,13 @@ class Data:
         if mode != "llm":  # a vote or one agent's answer: no decision node spoke (topo_env.engine.decision)
             return
         conf = dec["confidence"]
-        self.decisions.append(Call(
+        decision = Call(
             ep=e, task=j, agent=-1, role="decider", round=len(rec["rounds"]), adversary=False, prev=None,
-            msgs=[inp(m) for m in dec["shown"]], label=self.label(j, dec["answer"]),
+            msgs=answered([inp(m) for m in dec["shown"]]), label=self.label(j, dec["answer"]),
             conf=float(conf) if isinstance(conf, (int, float)) and not isinstance(conf, bool) else None,
             verdict=0, verified=False, prompt=dec["prompt_tokens"], completion=dec["completion_tokens"],
-            reasoning=int(dec.get("reasoning_tokens") or 0), decision=True))
+            reasoning=int(dec.get("reasoning_tokens") or 0), decision=True)
+        (self.unreadable_decisions if decision.label == NO_ANSWER else self.decisions).append(decision)
 
     def _estimate_difficulty(self, base: SimProfile) -> None:
         """``d_evidence`` from the tokens (:func:`~topo_env.fitting.fit_latents.difficulty_evidence`) and, for

@@ -323,7 +323,7 @@ class BatchSimulator:
         shown = [(state.ran[:, j], _row_inputs(state.previous, rows, j)) for j in senders]
         task = TaskFeatures(tasks.difficulty, tasks.latent, tasks.prompt_tokens, self._verif[tasks.subject])
         if self.decision.kind == "llm":
-            decision = simulate_decision(ARRAYS, self.profile, task, shown, noise.decision.T)
+            decision = simulate_decision(ARRAYS, self.profile, self._cdf, task, shown, noise.decision.T)
         else:  # a vote or one agent's answer: no decision call, no tokens
             decision = simulate_vote(ARRAYS, shown, senders, self.decision.agent, state.tokens)
         label = decision.label

@@ -44,6 +44,14 @@ One call of agent i (role r) shown its own previous output o (or nothing) and pe
    f_content e^{0.3 z}, reasoning ~ reason_mean verbosity (0.6 + 0.8 d) (f + conflict * share of
    inputs disagreeing with the answer) e^{0.4 z} with f = 1 for an attempt, ``revisit`` when revising
    with new inputs, and ``reemit`` when nothing new was shown (the answer is re-emitted almost free).
+6b. **A small model's slips** (:func:`slips`; every probability 0 in the built-in profiles, fitted from a
+   team's traces). A committed answer revised with messages is, with ``p_invent``, replaced by an answer
+   nobody proposed (a Zipf-drawn other wrong label); the decision node does the same with
+   ``p_invent_decide``; any honest reply has, with ``p_unreadable`` (the decision node's with
+   ``p_unreadable_decide``), no readable answer (label :data:`NO_ANSWER`: scored wrong, on no table, not
+   counted by a vote; an agent whose own previous reply had none solves afresh). Measured on three
+   SmolLM2-135M agents (docs/results.md, "A real small-model team"): 15% of the decision node's answers
+   and about 10% of revisions name a number nobody proposed, a few percent of replies have no number.
 7. **Decision node** (:func:`simulate_decision`). A weighted vote over the finals:
    S(a) = sum_j c_j vf(j) t_j [a_j = a] + ``decide_tau`` G_a, with t_j = ``contradicted_weight`` when
    an agent whose answer passed verification holds another answer (and j did not pass), else 1.
@@ -84,12 +92,24 @@ from topo_env.sim.profiles import SimProfile
 U_SOLVE, U_WRONG, U_TRAP, U_VERIFY, U_CODE, U_DRIFT, Z_CONF_ATT, Z_CONF_OUT, Z_CONTENT, Z_REASON, G0 = range(11)
 N_UNIFORM, N_NORMAL = 6, 4
 TRAP_LABEL = 1
+NO_ANSWER = -1  # a reply with no readable answer (step 6b)
+# Step 6b's uniforms follow the Gumbels, drawn only for a profile with slips (:func:`has_slips`), so that a
+# team without them plays exactly the episodes it played before they existed.
+U_INVENT, U_INVENT_LABEL, U_UNREADABLE = -3, -2, -1
+N_SLIP_UNIFORMS = 3
+SLIPS = ("p_invent", "p_invent_decide", "p_unreadable", "p_unreadable_decide")
+"""The profile's probabilities of step 6b."""
 VERDICT_NONE, VERDICT_PASS, VERDICT_FAIL = 0, 1, -1
 
 
+def has_slips(profile: SimProfile) -> bool:
+    """Whether ``profile`` has any of step 6b's slips (a probability above 0)."""
+    return any(getattr(profile, name) > 0.0 for name in SLIPS)
+
+
 def noise_width(profile: SimProfile) -> int:
-    """Length of one call's noise vector: 10 scalars + one Gumbel per answer label."""
-    return G0 + profile.n_wrong + 1
+    """Length of one call's noise vector: 10 scalars + one Gumbel per answer label (+ step 6b's uniforms)."""
+    return G0 + profile.n_wrong + 1 + (N_SLIP_UNIFORMS if has_slips(profile) else 0)
 
 
 @dataclass(frozen=True)
@@ -119,13 +139,16 @@ class EpisodeNoise:
 
 def draw_noise(rng: np.random.Generator, profile: SimProfile, batch: int, rounds: int, n_agents: int) -> EpisodeNoise:
     """Draw the noise of ``batch`` episodes in one go (the env draws with batch=1)."""
-    width = noise_width(profile)
+    labels = profile.n_wrong + 1
     shape = (batch, rounds * n_agents * 2 + 1)
     flat = np.concatenate(  # uniforms, normals, Gumbels: the order of the layout above
         [rng.random(shape + (N_UNIFORM,)), rng.standard_normal(shape + (N_NORMAL,)),
-         rng.gumbel(size=shape + (width - G0,))], axis=-1
+         rng.gumbel(size=shape + (labels,))], axis=-1
     )
     blind = rng.standard_normal((batch, n_agents))
+    if has_slips(profile):
+        flat = np.concatenate([flat, rng.random(shape + (N_SLIP_UNIFORMS,))], axis=-1)
+    width = flat.shape[-1]
     calls = flat[:, :-1].reshape(batch, rounds, n_agents, 2, width)
     return EpisodeNoise(calls=calls, decision=flat[:, -1], blind=blind)
 
@@ -254,7 +277,8 @@ def on_the_table(xp, p: SimProfile, own, own_weight, shown: list[Shown]) -> Tabl
     """Step 3's slots: the own answer with weight w, each shown peer m with w_peer c_m vf(m)."""
     labels, weights, present = [own], [own_weight], [True]
     shows_right = shows_trap = has_messages = False
-    for mask, message in shown:
+    for shown_mask, message in shown:
+        mask = shown_mask & (message.label != NO_ANSWER)  # a reply without an answer puts none on the table
         label = xp.where(mask, message.label, -1)
         labels.append(label)
         weights.append(xp.where(mask, p.w_peer * message.conf * verdict_factor(p, message.verdict), 0.0))
@@ -310,6 +334,18 @@ def tokens(xp, p: SimProfile, content_factor: float, verbosity: float, reasoning
     return prompt, content + reasoning, content, reasoning
 
 
+def slip(xp, cdf, label, noise, p_invent: float, inventing, p_unreadable: float, honest):
+    """Step 6b: ``label`` after a small model's slips: where ``inventing``, with probability ``p_invent``
+    an answer nobody proposed (a Zipf-drawn other wrong label, :func:`wrong_label_cdf`); then, where
+    ``honest``, with probability ``p_unreadable`` no readable answer (:data:`NO_ANSWER`)."""
+    if p_invent > 0.0:
+        invented = xp.bucket(cdf, noise[U_INVENT_LABEL]) + 2
+        label = xp.where(inventing & (noise[U_INVENT] < p_invent), invented, label)
+    if p_unreadable > 0.0:
+        label = xp.where(honest & (noise[U_UNREADABLE] < p_unreadable), NO_ANSWER, label)
+    return label
+
+
 def simulate_call(xp, p: SimProfile, cdf, task: TaskFeatures, agent: AgentFeatures, previous: Input | None,
                   shown: list[Shown], noise) -> SimOutput:
     """One call of an agent (steps 1-6) shown its own previous output ``previous`` (or None) and the
@@ -319,7 +355,7 @@ def simulate_call(xp, p: SimProfile, cdf, task: TaskFeatures, agent: AgentFeatur
         failed = committed = False
     else:
         failed = previous.verdict == VERDICT_FAIL
-        committed = xp.logical_not(failed)
+        committed = xp.logical_not(failed) & (previous.label != NO_ANSWER)  # no answer to hold: solve afresh
     attempt_label = attempt(xp, p, cdf, ability(xp, p, task, agent, role_offset, failed), task.difficulty, noise)
     own, own_weight = own_answer(xp, p, attempt_label, stated_confidence(xp, p, attempt_label, noise[Z_CONF_ATT]),
                                  previous, committed)
@@ -331,6 +367,12 @@ def simulate_call(xp, p: SimProfile, cdf, task: TaskFeatures, agent: AgentFeatur
     if adversary:  # ... and never switches
         label = xp.where(agent.adversarial, TRAP_LABEL, label)
         behind = xp.where(agent.adversarial, table.scores[0], behind)
+    if p.p_invent > 0.0 or p.p_unreadable > 0.0:
+        honest = xp.logical_not(agent.adversarial)
+        slipped = slip(xp, cdf, label, noise, p.p_invent, committed & table.has_messages & honest, p.p_unreadable,
+                       honest)
+        behind = xp.where(slipped == label, behind, 0.0)  # nothing on the table stands behind a slip
+        label = slipped
     confidence = stated_confidence(xp, p, label, noise[Z_CONF_OUT], _share(xp, behind, table.total))
     factor = xp.where(committed, xp.where(table.has_messages, p.revisit, p.reemit), 1.0)
     inputs = shown if previous is None else [(True, previous)] + shown
@@ -339,8 +381,10 @@ def simulate_call(xp, p: SimProfile, cdf, task: TaskFeatures, agent: AgentFeatur
     return SimOutput(label, confidence, content, prompt, completion, reasoning)
 
 
-def simulate_decision(xp, p: SimProfile, task: TaskFeatures, finals: list[Shown], noise) -> SimOutput:
-    """Step 7: the decision node's weighted vote over the agents' last outputs ``finals``."""
+def simulate_decision(xp, p: SimProfile, cdf, task: TaskFeatures, finals: list[Shown], noise) -> SimOutput:
+    """Step 7: the decision node's weighted vote over the agents' last outputs ``finals`` (those with an
+    answer), then its slips (step 6b)."""
+    finals = [(mask & (x.label != NO_ANSWER), x) for mask, x in finals]
     passed = [mask & (x.verdict == VERDICT_PASS) for mask, x in finals]
     labels, weights, present = [], [], []
     for mask, x in finals:
@@ -354,6 +398,10 @@ def simulate_decision(xp, p: SimProfile, task: TaskFeatures, finals: list[Shown]
     scores = _slot_scores(labels, weights)
     values = [score + p.decide_tau * xp.pick(noise, G0 + label) for label, score in zip(labels, scores)]
     label, behind = _best_slot(xp, labels, present, values, scores, xp.full(noise[G0], TRAP_LABEL))
+    if p.p_invent_decide > 0.0 or p.p_unreadable_decide > 0.0:
+        slipped = slip(xp, cdf, label, noise, p.p_invent_decide, True, p.p_unreadable_decide, True)
+        behind = xp.where(slipped == label, behind, 0.0)
+        label = slipped
     confidence = stated_confidence(xp, p, label, noise[Z_CONF_OUT], _share(xp, behind, sum(weights, 0.0)))
     _, _, content_factor = p.roles["decider"]
     prompt, completion, content, reasoning = tokens(xp, p, content_factor, 1.0, p.decide_factor, task, finals, label,
@@ -366,8 +414,10 @@ def simulate_vote(xp, finals: list[Shown], senders: list[int], agent: int | None
     plurality vote over the finals' labels (self-consistency; "Debate or Vote", Choi et al. 2025),
     ties broken by the summed stated confidence of the label's voters, then by the lowest agent index
     holding it (the first slot: ``finals`` are in agent order); with ``agent`` K, agent K's final where
-    it is shown, else the vote. ``senders[c]``: the agent of slot c. The picked slot's label and
-    confidence; label -1 (scored wrong) where no slot is shown (shaped as ``like``). No call: no tokens."""
+    it is shown, else the vote. ``senders[c]``: the agent of slot c. A final without an answer
+    (:data:`NO_ANSWER`) is not counted. The picked slot's label and confidence; label -1 (scored wrong)
+    where no slot with an answer is shown (shaped as ``like``). No call: no tokens."""
+    finals = [(mask & (x.label != NO_ANSWER), x) for mask, x in finals]
     labels = [xp.where(mask, x.label, -1) for mask, x in finals]
     counts = _slot_scores(labels, [xp.where(mask, 1.0, 0.0) for mask, _ in finals])
     confs = _slot_scores(labels, [xp.where(mask, x.conf, 0.0) for mask, x in finals])

@@ -198,6 +198,12 @@ class SimProfile:
     # contradicts counts with these factors
     decide_tau: float = 0.1
     contradicted_weight: float = 0.3
+    # a small model's slips (topo_env.sim.model, step 6b; 0 in every built-in profile, fitted from traces):
+    # a revised committed answer, or the decision, replaced by an answer nobody proposed; no readable answer
+    p_invent: float = 0.0
+    p_invent_decide: float = 0.0
+    p_unreadable: float = 0.0
+    p_unreadable_decide: float = 0.0
     # verifier used by execute_verify: "tests" (code), "python" (math, when code was written), None
     verifier: str | None = None
     p_wrote_code: float = 1.0

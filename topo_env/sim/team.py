@@ -12,8 +12,8 @@ from topo_env.engine.decision import (
 from topo_env.engine.team_backend import AgentCall, AgentReply, Decision, Message, Verdict
 from topo_env.sim.descriptors import descriptor_lines
 from topo_env.sim.model import (
-    AgentFeatures, EpisodeNoise, Input, TaskFeatures, draw_noise, simulate_call, simulate_decision, simulate_verdict,
-    simulate_vote, wrong_label_cdf,
+    NO_ANSWER, AgentFeatures, EpisodeNoise, Input, TaskFeatures, draw_noise, simulate_call, simulate_decision,
+    simulate_verdict, simulate_vote, wrong_label_cdf,
 )
 from topo_env.sim.numerics import SCALARS
 from topo_env.sim.profiles import SimProfile, get_profile
@@ -105,10 +105,16 @@ class SimTeamBackend:
 
     # -- calls ---------------------------------------------------------------------------
     def _input(self, m: Message) -> Input:
-        label = self._labels.get(m.answer, 1) if m.answer is not None else 1
+        label = self._label(m.answer)
         return Input(label, 0.5 if m.confidence is None else m.confidence, m.content_tokens, int(m.verdict))
 
-    def _text(self, role: str, label: int, conf: float) -> tuple[str, str]:
+    def _label(self, answer: str | None) -> int:
+        """An answer's label: :data:`NO_ANSWER` for none, the trap for one the task does not list."""
+        return NO_ANSWER if answer is None else self._labels.get(answer, 1)
+
+    def _text(self, role: str, label: int, conf: float) -> tuple[str | None, str]:
+        if label == NO_ANSWER:  # a reply with no readable answer (topo_env.sim.model, step 6b)
+            return None, f"[{self._titles[role]}] (no answer)"
         answer = self._choices[label]
         return answer, f"[{self._titles[role]}] answer: {answer} (confidence {conf:.2f})"
 
@@ -131,7 +137,7 @@ class SimTeamBackend:
 
     async def verify(self, call: AgentCall, reply: AgentReply, phase_index: int) -> tuple[Verdict, str]:
         noise = self._calls[call.round][call.agent][phase_index]
-        label = self._labels.get(reply.answer, 1)
+        label = self._label(reply.answer)
         verdict = Verdict(simulate_verdict(SCALARS, self.profile, label, noise, self._task_features.verifiability))
         tool = {"tests": "visible tests", "python": "python check"}.get(self.profile.verifier, "")
         text = "" if verdict == Verdict.NONE else f"[{tool}] {'passed' if verdict == Verdict.PASS else 'failed'}"
@@ -144,7 +150,7 @@ class SimTeamBackend:
             own = [m for m in finals if m.sender == self.decision.agent]  # agent K's final, where K ran
             picked = own[0] if own else next((m for m in finals if self._input(m).label == out.label), None)
             return Decision(reply=picked_reply(picked), accuracy=1.0 if out.label == 0 else 0.0)
-        out = simulate_decision(SCALARS, self.profile, self._task_features, [(True, self._input(m)) for m in finals],
+        out = simulate_decision(SCALARS, self.profile, self._cdf, self._task_features, [(True, self._input(m)) for m in finals],
                                 self._decision)
         answer, text = self._text("decider", out.label, out.confidence)
         reply = AgentReply(text=text, answer=answer, confidence=out.confidence, prompt_tokens=out.prompt_tokens,
