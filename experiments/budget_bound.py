@@ -20,7 +20,9 @@ import numpy as np
 
 from experiments.observable_headroom import map_reading
 from topo_env.sim.profiles import profile_argument
-from topo_env.references.headroom import hidden_context, play_policies, play_references, select_references
+from topo_env.references.headroom import (
+    hidden_context, index_policies, play_policies, play_references, select_references,
+)
 from topo_env.references.oracle import sample_episodes
 from topo_env.sim.batch import BatchSimulator
 from topo_env.sim.profiles import get_profile
@@ -56,18 +58,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         from topo_env.references.oracle import joint_actions
         table = joint_actions(3)
         rows = [int(np.flatnonzero((table == joint).all(axis=1))[0]) for joint in topology_library(3, sim.roles)]
-        arms = np.array([[a] + [b] * 5 for a in rows for b in rows], dtype=np.int64)
+        arms = index_policies(np.array([[a] + [b] * 5 for a in rows for b in rows], dtype=np.int64), sim)
     elif args.arms:
         share = np.zeros(len(refs.contexts))
         ctx_rows = hidden_context(held[0], held[2])
         for c, row in enumerate(refs.contexts):
             share[c] = (ctx_rows == row).all(axis=1).mean()
-        weight = {tuple(a): 0.0 for a in arms}
+        weight = {a.tobytes(): 0.0 for a in arms}  # a policy's bytes -> the held-out share of its contexts
         for c, policy in enumerate(refs.context_only):
-            weight[tuple(policy)] += share[c]
-        weight[tuple(fixed_policy[0])] = -1.0
-        ranked = sorted(weight, key=weight.get, reverse=True)
-        arms = np.array([fixed_policy[0]] + [a for a in ranked if a != tuple(fixed_policy[0])][:args.arms])
+            weight[policy.tobytes()] += share[c]
+        fixed_key = fixed_policy[0].tobytes()
+        weight[fixed_key] = -1.0
+        ranked = [k for k in sorted(weight, key=weight.get, reverse=True) if k != fixed_key][:args.arms]
+        arms = np.stack([fixed_policy[0]] + [np.frombuffer(k, np.int64).reshape(fixed_policy[0].shape) for k in ranked])
     prior = np.asarray(profile.subject_probs)
     n_subjects = len(prior)
 

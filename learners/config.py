@@ -189,7 +189,7 @@ class SimScaleConfig:
             a real team does not (subject, difficulty, hidden latent, adversaries, blind spots;
             ``topo_env.frontends.vector_env.SimVectorEnv.privileged``): the mixer can explain the
             outcome's task-level variance, so less of it reaches the agent networks.
-        teacher_episodes: (batched only, N = 3, T <= 2) before TD learning, the agent network
+        teacher_episodes: (batched only) before TD learning, the agent network
             imitates a teacher on this many simulated episodes (0: no teacher): the adaptive
             reference searched on what the task text tells (``learners.teacher``; the search runs
             once per team and is cached). ``teacher_epochs`` passes over them, Adam at
@@ -283,7 +283,7 @@ class TrainConfig:
             seed has its own (disjoint across seeds, at most :data:`EVAL_SEED_STRIDE`).
         checkpoint_every: episodes between checkpoints (and one at the end).
         log_every: episodes between TensorBoard summaries.
-        references: on a team the batch simulator plays (N = 3, T <= 2), also score the headroom
+        references: on a team the batch simulator plays (any N and T), also score the headroom
             references on the held-out episodes: ``best_fixed`` (the best fixed joint-action
             sequence) and ``adaptive`` (the privileged reference), and report
             ``eval.headroom_share`` = (qmix - best_fixed) / (adaptive - best_fixed)
@@ -490,8 +490,7 @@ class ExperimentConfig:
         """This config as a run of its team uses it, and the note (at most one) that names what it
         turned off: ``sim_scale`` is off (``batch`` 0 and no aids) for a team the batch simulator
         does not play; its aids (``noise_samples``, ``privileged_state``, ``teacher_episodes``) are
-        off without a batch; the teacher's search covers N = 3, T <= 2 only. Every run trains on
-        its effective config."""
+        off without a batch. Every run trains on its effective config."""
         sim, kind = self.sim_scale, self.env.backend.kind
         if not backend_offers(self.env.backend, BATCH_SIMULATOR):
             off = {"batch": 0} if sim.batch else {}
@@ -500,9 +499,6 @@ class ExperimentConfig:
         elif not sim.batched:
             off = dict.fromkeys(sim.aids_on(), 0)
             why = f"they need the batch simulator's batches: sim_scale.batch > 0; here batch {sim.batch}"
-        elif sim.teacher_episodes and (self.env.n_agents != 3 or self.env.rounds > 2):
-            off = {"teacher_episodes": 0}
-            why = f"the teacher's search covers N = 3 and T <= 2; here N = {self.env.n_agents}, T = {self.env.rounds}"
         else:
             off = {}
         if not off:

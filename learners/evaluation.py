@@ -368,9 +368,8 @@ def agent_from_checkpoint(checkpoint: dict[str, Any], cfg: ExperimentConfig, obs
 
 def references_apply(cfg: ExperimentConfig) -> bool:
     """Whether a run of ``cfg`` scores the headroom references (``train.references`` on a team the
-    batch simulator plays, N = 3, T <= 2: the settings the search covers)."""
-    return (backend_offers(cfg.env.backend, BATCH_SIMULATOR) and cfg.train.references and cfg.env.n_agents == 3
-            and cfg.env.rounds <= 2)
+    batch simulator plays; enumerated for N = 3, T <= 2, else searched: :mod:`topo_env.references.headroom`)."""
+    return backend_offers(cfg.env.backend, BATCH_SIMULATOR) and cfg.train.references
 
 
 def batch_figures(result: Any) -> dict[str, Any]:
@@ -386,7 +385,7 @@ def batch_figures(result: Any) -> dict[str, Any]:
 
 def score_on_simulator(env, episodes: int, seed: int, progress: bool = True,
                        references: bool = True) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarray]]:
-    """The fixed baselines, the random policy and (``references``; N = 3, T <= 2) the headroom
+    """The fixed baselines, the random policy and (``references``) the headroom
     references (:mod:`topo_env.references.headroom`: ``best_fixed``, ``context_only``, ``adaptive``) played by
     the batch simulator on ``env``'s held-out episodes ``seed + k`` (k < ``episodes``): the tasks and
     noise every env evaluation meets (common random numbers), at a fraction of the env's cost.
@@ -413,7 +412,7 @@ def score_on_simulator(env, episodes: int, seed: int, progress: bool = True,
 def held_out_comparison(cfg: ExperimentConfig, qmix_policies: Sequence[QMIXPolicy], eval_env: Any,
                         siblings: Sequence[Any] = (), progress: bool = True):
     """A run's final table: the QMIX policies (the first named ``qmix``), every baseline and, on a
-    simulated team of N = 3, T <= 2 with ``train.references``, the headroom references, on the same
+    simulated team with ``train.references``, the headroom references, on the same
     ``train.eval_episodes`` held-out episodes of ``eval_env`` (env seeds ``held_out_seed(train.seed)
     + k``: the seed's own, common random numbers). On the simulated team the baselines and
     references are played by the batch simulator (:func:`score_on_simulator`), otherwise every

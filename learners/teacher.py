@@ -33,7 +33,6 @@ import torch.nn.functional as F
 from learners.agent_network import AgentQNetwork
 from topo_env.references import headroom
 from topo_env.references.headroom import References, agreement_class, cached_references, readable_rows
-from topo_env.references.oracle import joint_actions
 from topo_env.engine.seeding import teacher_env_seed
 from topo_env.sim.tasks import TextReader
 from topo_env.frontends.vector_env import SimVectorEnv
@@ -56,11 +55,7 @@ def teacher_demonstrations(venv: SimVectorEnv, references: References, seeds: Se
                            chunk: int = 4096) -> Demonstrations:
     """The readable adaptive reference played on the episodes ``seeds`` (train split), ``chunk`` at a
     time, each episode's context read from its text. ``references`` must be those of ``venv``'s
-    team searched on the readable context (``cached_references(config, context="readable")``;
-    N = 3, T <= 2)."""
-    if venv.rounds > 2:
-        raise ValueError(f"the teacher plays at most 2 rounds (the headroom references' setting), not {venv.rounds}")
-    table = joint_actions(venv.n_agents)
+    team searched on the readable context (``cached_references(config, context="readable")``)."""
     reader = TextReader(venv.profile)
     obs, adjacency, actions = [], [], []
     for start in range(0, len(seeds), chunk):
@@ -71,8 +66,8 @@ def teacher_demonstrations(venv: SimVectorEnv, references: References, seeds: Se
         policy = references.policies("adaptive", readable_rows(subjects), venv.sim)
         seen, adj, chosen = [], [], []
         for t in range(venv.rounds):
-            column = 0 if t == 0 else 1 + agreement_class(venv.last_outputs.label)
-            joint = table[policy[np.arange(len(part)), column]]
+            outcome = np.zeros(len(part), np.int64) if t == 0 else agreement_class(venv.last_outputs.label)
+            joint = policy[np.arange(len(part)), t, outcome]
             seen.append(step.observations)
             adj.append(step.sent_to.astype(np.float32))
             chosen.append(joint)

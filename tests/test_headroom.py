@@ -63,10 +63,27 @@ def test_play_policies_replays_open_loop_sequences_exactly():
     sim = CommBatchSimulator(get_profile("humaneval"), 3, 2)
     tasks, noise, adversaries = oracle.sample_episodes(sim, 40, seed=1, split="eval")
     for index in (0, 216 * 100 + 7, 46655):
-        policy = np.broadcast_to(headroom.open_loop_policy(index, sim), (40, 6))
+        actions = oracle.sequence_actions(index, 2)
+        policy = np.broadcast_to(headroom.open_loop_policy(actions, 5), (40, 2, 5, 3))
         played = headroom.play_policies(sim, policy, tasks, noise, adversaries).reward
-        direct = sim.run(oracle.sequence_actions(index, 2), tasks, noise, adversaries).reward
+        direct = sim.run(actions, tasks, noise, adversaries).reward
         np.testing.assert_array_equal(played, direct)
+        indexed = headroom.index_policies(np.array([index // 216] + [index % 216] * 5), sim)
+        np.testing.assert_array_equal(indexed, policy[0])
+
+
+def test_a_closed_loop_policy_plays_round_two_by_round_one_outcome():
+    """Each episode's second round is the joint action its round-1 outcome class names."""
+    sim = CommBatchSimulator(get_profile("mmlu_pro"), 3, 2)
+    tasks, noise, adversaries = oracle.sample_episodes(sim, 200, seed=2, split="eval")
+    policy = headroom.index_policies(np.array([0, 215, 100, 50, 7, 3]), sim)  # (2, 5, 3)
+    played = headroom.play_policies(sim, np.broadcast_to(policy, (200, 2, 5, 3)), tasks, noise, adversaries).reward
+    first = sim.run_round(sim.initial_state(200, adversaries), np.broadcast_to(policy[0, 0], (200, 3)).copy(),
+                          tasks, noise)
+    outcome = headroom.agreement_class(first.previous.label)
+    expected = sim.finish(sim.run_round(first, policy[1, outcome], tasks, noise), tasks, noise).reward
+    np.testing.assert_array_equal(played, expected)
+    assert len(set(outcome.tolist())) > 1
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +140,7 @@ def test_random_adversary_is_part_of_the_context():
     ({"adversary": "fixed"}, "adversary='fixed'"),
     ({"adversary": "random", "adversarial_agents": (0,)}, "adversarial_agents=[0]"),
     ({"episodes": 0}, "episodes=0"),
-    ({"rounds": 3}, "rounds=3"),
+    ({"rounds": 0}, "rounds=0"),
     ({"context_shortlist": 0}, "context_shortlist=0"),
 ])
 def test_bad_settings_name_the_value(kwargs, named):

@@ -103,8 +103,6 @@ def test_settings_that_cannot_go_together_are_named(sets, message):
      ["noise_samples", "privileged_state"]),
     (["sim_scale.batch=64", "env.backend=llm", "env.domain=reasoning", "env.backend.model=m",
       "env.backend.dataset=mmlu_pro_sample", "sim_scale.teacher_episodes=100"], ["teacher_episodes"]),
-    (["sim_scale.batch=64", "env.rounds=3", "sim_scale.teacher_episodes=100", "sim_scale.noise_samples=2"],
-     ["teacher_episodes"]),
 ])
 def test_simulator_only_options_are_off_with_a_note_where_they_cannot_apply(sets, off):
     cfg, notes = load_experiment(None, sets).effective()
@@ -118,6 +116,13 @@ def test_simulator_only_options_are_off_with_a_note_where_they_cannot_apply(sets
     if "sim_scale.noise_samples=2" in sets:
         assert cfg.sim_scale.noise_samples == 2  # what can apply stays
     assert load_experiment(None, ["sim_scale.batch=64", "sim_scale.noise_samples=4"]).effective()[1] == []
+
+
+def test_the_teacher_stays_on_for_any_team_size_and_rounds():
+    """The teacher's references are searched for any N and T (topo_env.references.headroom): nothing is off."""
+    for sets in (["env.rounds=3"], ["env.n_agents=5", "env.rounds=3"], ["env.n_agents=2", "env.rounds=1"]):
+        cfg, notes = load_experiment(None, ["sim_scale.batch=64", "sim_scale.teacher_episodes=100", *sets]).effective()
+        assert notes == [] and cfg.sim_scale.teacher_episodes == 100
 
 
 def test_trace_out_needs_the_one_episode_loop(tmp_path):

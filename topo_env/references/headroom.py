@@ -1,4 +1,4 @@
-"""Headroom: how much a privileged adaptive controller gains over the best fixed sequence (N=3, T<=2).
+"""Headroom: how much a privileged adaptive controller gains over the best fixed sequence.
 
 ``python -m topo_env.references.oracle_cli --profile P --headroom [--adversary random] [--episodes E] [--seed S] [--json]``
 compares, on the same held-out episodes (stream "eval", common random numbers: the same tasks,
@@ -23,6 +23,13 @@ noise and adversary placements), two references:
 
 ``headroom = adaptive - best_fixed`` on the held-out episodes, with its paired standard error.
 
+That is the search for N = 3, T <= 2 (every sequence enumerated). For any other team the same three references
+are searched by coordinate ascent (:func:`select_searched_references`, on the same episodes); policies are
+(T, K, N) arrays for any T (:class:`References`: round t >= 1 after each outcome class of round t - 1). On
+mmlu_pro, N = 3, T = 2 (seed 0, 20,000 held-out episodes) the searched ``best_fixed`` is the enumerated one
+and the searched ``adaptive`` earns 0.0347 of the enumerated one's 0.0386 headroom (searched minus
+enumerated: -0.0039, paired SE about 0.0017): it is a lower bound of what adapting earns.
+
 Everything goes through :class:`~topo_env.sim.batch.BatchSimulator`'s public API and the fields of
 :class:`~topo_env.sim.batch.TaskArrays`, so the measurement works unchanged when the model changes;
 a model with more hidden variables (e.g. a subject) adds a column in :func:`hidden_context`.
@@ -32,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -39,11 +47,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from topo_env.engine.cli import format_table
+from topo_env.frontends.comm_actions import N_ACTIONS
+from topo_env.references import search
+from topo_env.references.baselines import FIXED_BASELINES, open_loop_actions
 from topo_env.references.oracle import (
     DEFAULT_CHUNK_ROWS, DEFAULT_CONTEXT_SHORTLIST, DEFAULT_HEADROOM_SAMPLES, DEFAULT_LARGE_SAMPLES, DEFAULT_SHORTLIST,
-    ORACLE_AGENTS, baseline_indices, check_setting, sample_episodes, joint_actions, sequence_actions,
+    ORACLE_AGENTS, baseline_indices, sample_episodes, joint_actions, sequence_actions,
     sequence_group_sums, sequence_names, sequence_rewards, standard_error,
 )
 from topo_env.sim.batch import BatchResult, BatchState, TaskArrays
@@ -167,53 +179,66 @@ def policy_candidates(sums: np.ndarray, counts: np.ndarray, shortlist: int,
 
 def play_policies(sim: CommBatchSimulator, policies: np.ndarray, tasks: TaskArrays, noise: EpisodeNoise,
                   adversaries: np.ndarray) -> BatchResult:
-    """Episode b plays ``policies[b]`` ((B, 1 + K) as in :func:`policy_candidates`): round 1 the joint
-    action ``policies[b, 0]``, round 2 (T = 2) ``policies[b, 1 + k]`` where k is its round-1 outcome."""
-    table = joint_actions(sim.n)
+    """Episode b plays ``policies[b]`` ((B, T, K, N) as in :class:`References`): round 0 the joint action
+    ``policies[b, 0, 0]``, round t >= 1 ``policies[b, t, k]`` where k is round t - 1's outcome class
+    (:func:`agreement_class`)."""
     b = len(tasks.difficulty)
-    state = sim.run_round(sim.initial_state(b, adversaries), table[policies[:, 0]], tasks, noise)
-    if sim.rounds == 2:
-        k = agreement_class(state.previous.label)
-        state = sim.run_round(state, table[policies[np.arange(b), 1 + k]], tasks, noise)
+    rows = np.arange(b)
+    state = sim.initial_state(b, adversaries)
+    for t in range(sim.rounds):
+        k = np.zeros(b, np.int64) if t == 0 else agreement_class(state.previous.label)
+        state = sim.run_round(state, policies[rows, t, k], tasks, noise)
     return sim.finish(state, tasks, noise)
 
 
 def rerank_candidates(sim: CommBatchSimulator, candidates: np.ndarray, context: np.ndarray, tasks: TaskArrays,
                       noise: EpisodeNoise, adversaries: np.ndarray) -> np.ndarray:
     """(L, R) reward of candidate slot l on each of the R episodes, where episode r plays its own context's
-    candidate ``candidates[context[r], l]`` ((C, L, 1 + K) policies; ``context`` (R,) context ids)."""
+    candidate ``candidates[context[r], l]`` ((C, L, T, K, N) policies; ``context`` (R,) context ids)."""
     return np.stack([play_policies(sim, candidates[context, slot], tasks, noise, adversaries).reward
                      for slot in range(candidates.shape[1])])
 
 
-def open_loop_policy(index: int, sim: CommBatchSimulator) -> np.ndarray:
-    """The (1 + K,) policy of open-loop sequence ``index`` (the same second round after every outcome)."""
+def open_loop_policy(actions: np.ndarray, n_classes: int) -> np.ndarray:
+    """The (T, K, N) policy of the open-loop sequence ``actions`` (T, N): the same joint action after every
+    outcome class."""
+    actions = np.asarray(actions, dtype=np.int64)
+    return np.repeat(actions[:, None, :], n_classes, axis=1)
+
+
+def index_policies(policies: np.ndarray, sim: CommBatchSimulator) -> np.ndarray:
+    """(..., T, K, N) policies of the exhaustive search's joint-action indices (..., 1 + K) (:func:`policy_candidates`;
+    (..., 1) for T = 1): round 0 the first column's joint action, round 1 after class k column 1 + k's."""
+    table = joint_actions(sim.n)
+    policies = np.asarray(policies, dtype=np.int64)
+    n_classes = len(outcome_names(sim.n))
+    first = np.repeat(table[policies[..., :1]], n_classes, axis=-2)  # (..., K, N)
     if sim.rounds == 1:
-        return np.array([index], dtype=np.int64)
-    first, second = divmod(int(index), len(joint_actions(sim.n)))
-    return np.array([first] + [second] * len(outcome_names(sim.n)), dtype=np.int64)
+        return first[..., None, :, :]
+    return np.stack([first, table[policies[..., 1:]]], axis=-3)
 
 
 @dataclass(frozen=True)
 class References:
     """The headroom references as policies any batch of episodes can play.
 
-    ``fixed_index``: the best fixed open-loop sequence (:func:`topo_env.references.oracle.sequence_actions`'
-    index); ``contexts``: (C, V) the context rows seen in selection (columns of the ``context``
-    function used, :func:`hidden_context` by default); ``adaptive`` and ``context_only``: (C, 1 + K)
-    policies per context row as in :func:`policy_candidates`. A context never seen in selection
-    plays the best fixed sequence."""
+    ``fixed``: (T, N) the best fixed open-loop sequence; ``contexts``: (C, V) the context rows seen in
+    selection (columns of the ``context`` function used, :func:`hidden_context` by default);
+    ``adaptive`` and ``context_only``: (C, T, K, N) policies per context row: round 0's joint action
+    (``[c, 0, 0]``; the other classes repeat it) and, for round t >= 1, the joint action after each of
+    round t - 1's K outcome classes (:func:`agreement_class`, :func:`outcome_names`). A context never
+    seen in selection plays the best fixed sequence."""
 
-    fixed_index: int
+    fixed: np.ndarray
     contexts: np.ndarray
     adaptive: np.ndarray
     context_only: np.ndarray
 
     def policies(self, name: str, context_rows: np.ndarray, sim: CommBatchSimulator) -> np.ndarray:
-        """(B, 1 + K) policy of reference ``name`` ("best_fixed", "adaptive", "context_only") for
-        each row of ``context_rows`` (B, V)."""
-        fixed = open_loop_policy(self.fixed_index, sim)
-        rows = np.broadcast_to(fixed, (len(context_rows), len(fixed))).copy()
+        """(B, T, K, N) policy of reference ``name`` ("best_fixed", "adaptive", "context_only") for each row
+        of ``context_rows`` (B, V)."""
+        fixed = open_loop_policy(self.fixed, len(outcome_names(sim.n)))
+        rows = np.broadcast_to(fixed, (len(context_rows), *fixed.shape)).copy()
         if name == "best_fixed":
             return rows
         table = {"adaptive": self.adaptive, "context_only": self.context_only}[name]
@@ -225,13 +250,17 @@ class References:
         return rows
 
     def to_dict(self) -> dict[str, Any]:
-        return {"fixed_index": int(self.fixed_index), "contexts": self.contexts.tolist(),
-                "adaptive": self.adaptive.tolist(), "context_only": self.context_only.tolist()}
+        return {"fixed": self.fixed.tolist(), "contexts": self.contexts.tolist(), "adaptive": self.adaptive.tolist(),
+                "context_only": self.context_only.tolist()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "References":
-        return cls(int(data["fixed_index"]), *(np.asarray(data[k], dtype=np.int64).reshape(len(data["contexts"]), -1)
-                                               for k in ("contexts", "adaptive", "context_only")))
+        fixed, contexts, adaptive, context_only = (np.asarray(data[k], dtype=np.int64)
+                                                   for k in ("fixed", "contexts", "adaptive", "context_only"))
+        if fixed.ndim != 2 or adaptive.shape != context_only.shape or adaptive.shape[1::2] != fixed.shape \
+                or len(adaptive) != len(contexts):
+            raise ValueError("references of inconsistent shapes")
+        return cls(fixed, contexts, adaptive, context_only)
 
 
 REFERENCE_NAMES = ("best_fixed", "context_only", "adaptive")
@@ -281,16 +310,17 @@ def select_references(sim: CommBatchSimulator, seed: int = 0, samples: int = DEF
     fixed_candidates = np.unique(np.concatenate([np.argsort(-totals, kind="stable")[:shortlist],
                                                  baseline_indices(sim)])).tolist()
     fixed_rerank = sequence_rewards(sim, fixed_candidates, *rerank)
-    fixed_index = fixed_candidates[int(fixed_rerank.mean(axis=1).argmax())]
-    fixed_policy = open_loop_policy(fixed_index, sim)
+    fixed = sequence_actions(fixed_candidates[int(fixed_rerank.mean(axis=1).argmax())], sim.rounds, sim.n)
+    fixed_policy = open_loop_policy(fixed, len(outcome_names(sim.n)))
     # ... and per context the best of its candidates and the best fixed sequence (slot 0).
-    candidates = policy_candidates(sums, counts, context_shortlist)
-    candidates = np.concatenate([np.broadcast_to(fixed_policy, (n_context, 1, len(fixed_policy))), candidates], axis=1)
+    candidates = index_policies(policy_candidates(sums, counts, context_shortlist), sim)
+    candidates = np.concatenate([np.broadcast_to(fixed_policy, (n_context, 1, *fixed_policy.shape)), candidates],
+                                axis=1)
     slot_rewards = rerank_candidates(sim, candidates, rerank_ctx, *rerank)
     slot_sums = np.stack([np.bincount(rerank_ctx, weights=r, minlength=n_context) for r in slot_rewards])  # (L, C)
     adaptive_slot = slot_sums.argmax(axis=0)  # (C,)
     context_slot = slot_sums[:1 + min(context_shortlist, n_first)].argmax(axis=0)  # slot 0 and the open-loop ones
-    references = References(int(fixed_index), known.astype(np.int64),
+    references = References(fixed, known.astype(np.int64),
                             candidates[np.arange(n_context), adaptive_slot],
                             candidates[np.arange(n_context), context_slot])
     rerank_rows = np.arange(len(rerank_ctx))
@@ -303,6 +333,128 @@ def select_references(sim: CommBatchSimulator, seed: int = 0, samples: int = DEF
         "context_episodes": np.bincount(rerank_ctx, minlength=n_context).tolist(),
     }
     return references, selection
+
+
+def exhaustive_feasible(sim: CommBatchSimulator) -> bool:
+    """Whether :func:`select_references` (every sequence enumerated) covers ``sim``'s team: N = 3, T <= 2."""
+    return sim.n == ORACLE_AGENTS and sim.rounds <= 2
+
+
+def select_searched_references(sim: CommBatchSimulator, seed: int = 0, samples: int = DEFAULT_HEADROOM_SAMPLES,
+                               rerank_samples: int = DEFAULT_LARGE_SAMPLES, progress: bool = True,
+                               context: Callable[[TaskArrays, np.ndarray], np.ndarray] = hidden_context,
+                               max_sweeps: int = search.MAX_SWEEPS) -> tuple[References, dict[str, Any]]:
+    """The references of :func:`select_references` for a team of any size and number of rounds, searched
+    instead of enumerated (:mod:`topo_env.references.search`'s coordinate ascent with common random numbers),
+    on the same "train" and "rerank" episodes of ``seed``:
+
+    * ``best_fixed``: :func:`topo_env.references.search.best_fixed_sequence`'s climbs on "train", its leaders
+      and the baselines re-ranked on "rerank";
+    * ``context_only``: per context an open-loop sequence, climbed from ``best_fixed`` one round's joint action
+      (over :func:`joint_library`), then one (round, agent) action, at a time: each candidate is played by every
+      context at once (each episode plays its own context's sequence) and each context keeps the best on its
+      own episodes;
+    * ``adaptive``: per context a (T, K, N) policy climbed from its ``context_only`` sequence the same way, per
+      (round, outcome class of the round before): its joint action, then each agent's; a context whose
+      episodes meet that class fewer than :data:`MIN_CLASS_EPISODES` times keeps its entry.
+
+    Each context then keeps, on the "rerank" episodes, the best of ``best_fixed``, its ``context_only`` and
+    (for ``adaptive``) its adaptive policy, as :func:`select_references` does. Returns the references and the
+    selection figures of :func:`select_references`."""
+    train = sample_episodes(sim, samples, seed, "train")
+    rerank = sample_episodes(sim, rerank_samples, seed, "rerank")
+    values = [context(tasks, adv) for tasks, _, adv in (train, rerank)]
+    known, inverse = np.unique(np.concatenate(values), axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    train_ctx, rerank_ctx = inverse[:len(values[0])], inverse[len(values[0]):]
+    n_context, n_class = len(known), len(outcome_names(sim.n))
+    fixed = np.array(search.action_names_to_array(search.best_fixed_sequence(
+        sim, seed=seed, samples=samples, rerank_samples=rerank_samples, eval_samples=1, progress=progress)))
+    fixed_policy = open_loop_policy(fixed, n_class)
+    policies = np.broadcast_to(fixed_policy, (n_context, *fixed_policy.shape)).copy()  # (C, T, K, N)
+    # open loop (every class at once): whole joint actions, then one agent at a time
+    coordinates = [(t, None, i) for t in range(sim.rounds) for i in (None, *range(sim.n))]
+    policies = _climb_per_context(sim, policies, coordinates, train, train_ctx, n_context, max_sweeps, progress,
+                                  "context only")
+    context_only = policies.copy()
+    closed = [(0, None, i) for i in (None, *range(sim.n))] + [
+        (t, k, i) for t in range(1, sim.rounds) for k in range(n_class) for i in (None, *range(sim.n))]
+    adaptive = _climb_per_context(sim, policies, closed, train, train_ctx, n_context, max_sweeps, progress, "adaptive")
+    candidates = np.stack([np.broadcast_to(fixed_policy, context_only.shape), context_only, adaptive], axis=1)
+    slot_rewards = rerank_candidates(sim, candidates, rerank_ctx, *rerank)
+    slot_sums = np.stack([np.bincount(rerank_ctx, weights=r, minlength=n_context) for r in slot_rewards])  # (3, C)
+    adaptive_slot, context_slot = slot_sums.argmax(axis=0), slot_sums[:2].argmax(axis=0)
+    references = References(fixed, known.astype(np.int64), candidates[np.arange(n_context), adaptive_slot],
+                            candidates[np.arange(n_context), context_slot])
+    rows = np.arange(len(rerank_ctx))
+    selection = {"selection": {"best_fixed": float(slot_rewards[0].mean()),
+                               "adaptive": float(slot_rewards[adaptive_slot[rerank_ctx], rows].mean()),
+                               "context_only": float(slot_rewards[context_slot[rerank_ctx], rows].mean())},
+                 "context_episodes": np.bincount(rerank_ctx, minlength=n_context).tolist()}
+    return references, selection
+
+
+def joint_library(sim: CommBatchSimulator) -> np.ndarray:
+    """(J, N) the joint actions a block move of :func:`_climb_per_context` tries: every one for N <= 3
+    (216), else the uniform ones and the fixed baselines' (every agent's action changes at once, which
+    one agent at a time cannot reach from a local optimum)."""
+    if sim.n <= ORACLE_AGENTS:
+        return joint_actions(sim.n)
+    rows = [np.full(sim.n, a, np.int64) for a in range(N_ACTIONS)]
+    rows += [open_loop_actions(name, sim.n, 1, sim.roles)[0] for name in FIXED_BASELINES]
+    return np.unique(np.stack(rows), axis=0)
+
+
+def _climb_per_context(sim: CommBatchSimulator, policies: np.ndarray, coordinates: list, episodes: Any,
+                       episode_context: np.ndarray, n_context: int, max_sweeps: int, progress: bool,
+                       what: str) -> np.ndarray:
+    """Coordinate ascent of the (C, T, K, N) ``policies``, every context at once (see
+    :func:`select_searched_references`). A coordinate (t, k, i) is agent i's action in round t after outcome
+    class k of round t - 1 (k None: after every class; i None: the whole joint action, a block move over
+    :func:`joint_library`). A context takes a candidate only where it beats the current policy on its own
+    episodes (and, for one class, where at least :data:`MIN_CLASS_EPISODES` of them meet that class)."""
+    policies = policies.copy()
+    tasks, noise, adversaries = episodes
+    rows, library = np.arange(len(episode_context)), joint_library(sim)
+    bar = tqdm(total=max_sweeps * len(coordinates), desc=f"search {what} N={sim.n} T={sim.rounds}",
+               disable=not progress, file=sys.stderr, unit="coordinate")
+    with bar:
+        for _ in range(max_sweeps):
+            changed = False
+            for t, k, i in coordinates:
+                prefix = sim.initial_state(len(rows), adversaries)  # rounds before t: the same for every trial
+                for r in range(t):
+                    outcome = np.zeros(len(rows), np.int64) if r == 0 else agreement_class(prefix.previous.label)
+                    prefix = sim.run_round(prefix, policies[episode_context, r, outcome], tasks, noise)
+                before = np.zeros(len(rows), np.int64) if t == 0 else agreement_class(prefix.previous.label)
+                seen = None if k is None else np.bincount(episode_context[before == k], minlength=n_context)
+                where = (slice(None), t, slice(None) if k is None else k) + ((slice(None),) if i is None else (i,))
+                values = library if i is None else np.arange(N_ACTIONS)
+                sums = []
+                for value in [None, *values]:  # None: the current policies
+                    trial = policies
+                    if value is not None:
+                        trial = policies.copy()
+                        trial[where] = value
+                    state, outcome = prefix, before
+                    for r in range(t, sim.rounds):
+                        if r > t:
+                            outcome = agreement_class(state.previous.label)
+                        state = sim.run_round(state, trial[episode_context, r, outcome], tasks, noise)
+                    reward = sim.finish(state, tasks, noise).reward
+                    sums.append(np.bincount(episode_context, weights=reward, minlength=n_context))
+                sums = np.stack(sums)  # (1 + candidates, C)
+                best = sums[1:].argmax(axis=0)
+                better = sums[1 + best, np.arange(n_context)] > sums[0] + 1e-12
+                if seen is not None:
+                    better &= seen >= MIN_CLASS_EPISODES
+                for c in np.flatnonzero(better):
+                    policies[(c,) + where[1:]] = values[best[c]]
+                changed = changed or bool(better.any())
+                bar.update(1)
+            if not changed:
+                break
+    return policies
 
 
 def measure_headroom(profile_name: str, rounds: int = 2, adversary: str = "none",
@@ -324,9 +476,11 @@ def measure_headroom(profile_name: str, rounds: int = 2, adversary: str = "none"
     re-ranking episodes), ``contexts`` (per context: share, rewards, the adaptive policy), the
     settings and ``seconds``.
 
+    For N = 3, T <= 2 the references are enumerated (:func:`select_references`), for other teams searched
+    (:func:`select_searched_references`; ``shortlist`` and ``context_shortlist`` do not apply there).
+
     Raises ValueError naming a bad setting.
     """
-    check_setting(n_agents, rounds)
     for name, value in (("samples", samples), ("rerank_samples", rerank_samples), ("episodes", episodes),
                         ("shortlist", shortlist), ("context_shortlist", context_shortlist)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -341,8 +495,11 @@ def measure_headroom(profile_name: str, rounds: int = 2, adversary: str = "none"
     sim = CommBatchSimulator(get_profile(profile_name), n_agents, int(rounds), adversarial_agents=tuple(adversarial_agents),
                          target_rule=target_rule, adversary_position="random" if random_position else "fixed",
                          n_adversaries=1 if random_position else None)
-    references, selection = select_references(sim, seed, samples, rerank_samples, shortlist, context_shortlist,
-                                              progress, chunk_rows, context)
+    if exhaustive_feasible(sim):
+        references, selection = select_references(sim, seed, samples, rerank_samples, shortlist, context_shortlist,
+                                                  progress, chunk_rows, context)
+    else:
+        references, selection = select_searched_references(sim, seed, samples, rerank_samples, progress, context)
 
     # Held-out ("eval"): all three on the same episodes.
     held_out = sample_episodes(sim, episodes, seed, "eval")
@@ -374,10 +531,11 @@ def measure_headroom(profile_name: str, rounds: int = 2, adversary: str = "none"
         "episodes": int(episodes),
         "best_fixed_accuracy": float(fixed_result.accuracy.mean()),
         "adaptive_accuracy": float(adaptive_result.accuracy.mean()),
-        "best_fixed_sequence": sequence_names(sequence_actions(references.fixed_index, sim.rounds, sim.n)),
+        "best_fixed_sequence": sequence_names(references.fixed),
         "selection": selection["selection"],
         "context_variables": list(CONTEXT_VARIABLES),
-        "outcome_classes": outcome_names(sim.n) if sim.rounds == 2 else [],
+        "outcome_classes": outcome_names(sim.n) if sim.rounds >= 2 else [],
+        "search": "exhaustive" if exhaustive_feasible(sim) else "coordinate ascent",
         "contexts": contexts,
         "rounds": int(rounds),
         "adversary": adversary,
@@ -390,11 +548,12 @@ def measure_headroom(profile_name: str, rounds: int = 2, adversary: str = "none"
 
 
 def _policy_description(policy: np.ndarray, sim: CommBatchSimulator) -> dict[str, Any]:
-    table = joint_actions(sim.n)
-    described: dict[str, Any] = {"first_round": sequence_names(table[policy[:1]])[0]}
-    if sim.rounds == 2:
-        described["second_round"] = {name: sequence_names(table[policy[1 + k: 2 + k]])[0]
-                                     for k, name in enumerate(outcome_names(sim.n))}
+    """A (T, K, N) policy in words: round 1's joint action, then per later round the joint action after
+    each outcome class of the round before."""
+    described: dict[str, Any] = {"first_round": sequence_names(policy[:1, 0])[0]}
+    for t in range(1, sim.rounds):
+        key = "second_round" if t == 1 else f"round_{t + 1}"
+        described[key] = {name: sequence_names(policy[t, k:k + 1])[0] for k, name in enumerate(outcome_names(sim.n))}
     return described
 
 
@@ -433,7 +592,7 @@ REFERENCE_SELECTION = {"samples": DEFAULT_HEADROOM_SAMPLES, "rerank_samples": DE
                        "shortlist": DEFAULT_SHORTLIST, "context_shortlist": DEFAULT_CONTEXT_SHORTLIST}
 """The selection sizes of :func:`cached_references` (those of ``python -m topo_env.references.oracle_cli --headroom``)."""
 MODEL_SOURCES = ("sim/model.py", "sim/batch.py", "sim/profiles.py", "sim/tasks.py", "frontends/comm_batch.py",
-                 "references/headroom.py", "references/oracle.py")
+                 "references/headroom.py", "references/oracle.py", "references/search.py")
 """Files (under ``topo_env/``) whose code decides the references: a change to any of them invalidates the cache."""
 
 
@@ -478,13 +637,13 @@ def references_key(config: EnvConfig, seed: int = 0, context: str = "hidden") ->
 
 def cached_references(config: EnvConfig, seed: int = 0, progress: bool = True,
                       cache_dir: Path | None = None, context: str = "hidden") -> tuple[References, bool]:
-    """The headroom references of the simulated team ``config`` builds (N = 3, T <= 2), selected as
-    ``python -m topo_env.references.oracle_cli --headroom`` selects them (seed ``seed``), from the cache when an
+    """The headroom references of the simulated team ``config`` builds (enumerated for N = 3, T <= 2, else
+    searched), selected as ``python -m topo_env.references.oracle_cli --headroom`` selects them (seed ``seed``),
+    from the cache when an
     earlier run computed them (key: :func:`references_key`). ``context="readable"``: the same
     search with what the task text tells (:func:`readable_context`), the teacher of training.
     Returns them and whether they came from the cache. Raises ValueError for a setting the search
     does not cover."""
-    check_setting(config.n_agents, config.rounds)
     if context not in CONTEXTS:
         raise ValueError(f"context={context!r}: must be one of {list(CONTEXTS)}")
     directory = cache_dir or reference_cache_dir()
@@ -496,7 +655,11 @@ def cached_references(config: EnvConfig, seed: int = 0, progress: bool = True,
             pass  # a damaged file: recompute it
     sim = CommBatchSimulator.from_config(config)
     chooser = hidden_context if context == "hidden" else readable_context(sim.profile, seed)
-    references, _ = select_references(sim, seed=seed, progress=progress, context=chooser, **REFERENCE_SELECTION)
+    if exhaustive_feasible(sim):
+        references, _ = select_references(sim, seed=seed, progress=progress, context=chooser, **REFERENCE_SELECTION)
+    else:
+        references, _ = select_searched_references(sim, seed, REFERENCE_SELECTION["samples"],
+                                                   REFERENCE_SELECTION["rerank_samples"], progress, chooser)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")

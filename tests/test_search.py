@@ -1,0 +1,73 @@
+"""The best open-loop sequence without enumerating (topo_env/references/search.py): it finds the exhaustive
+optimum where both run, it runs for teams the exhaustive oracle cannot search, and its command line."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from topo_env.frontends.comm_batch import CommBatchSimulator
+from topo_env.references import oracle, search
+from topo_env.sim.profiles import get_profile
+
+
+@pytest.mark.parametrize("profile", ["mmlu_pro", "humaneval"])
+def test_it_finds_the_exhaustive_optimum_for_one_round(profile):
+    """N = 3, T = 1 (216 sequences): the climbs end on a sequence whose reward on the oracle's eval episodes
+    is within one paired standard error of the exhaustive search's choice, having scored fewer sequences."""
+    sim = CommBatchSimulator(get_profile(profile), 3, 1)
+    found = search.best_fixed_sequence(sim, seed=1, samples=1000, progress=False)
+    check = search.check_against_exhaustive(sim, profile, found, seed=1, samples=1000, progress=False)
+    assert check["difference"] >= -max(check["se"], 1e-12)
+    assert found["evaluated"] < check["exhaustive"]["sequences"]
+
+
+def test_a_team_of_five_over_three_rounds_gets_a_sequence_no_baseline_beats():
+    """N = 5, T = 3 (4.7e11 sequences): the chosen sequence is at least every fixed baseline's reward on the
+    re-ranking episodes (the baselines compete there), and is a valid (T, N) sequence of action names."""
+    sim = CommBatchSimulator(get_profile("mmlu_pro"), 5, 3)
+    found = search.best_fixed_sequence(sim, seed=0, samples=300, starts=1, progress=False)
+    fixed = found["fixed"]
+    assert all(fixed["reward_selection"] >= row["reward_selection"] for row in found["baselines"].values())
+    assert np.array(oracle.actions_from_names(fixed["sequence"])).shape == (3, 5)
+    assert found["climbs"] and found["evaluated"] >= 6
+
+
+def test_the_same_seed_gives_the_same_sequence():
+    sim = CommBatchSimulator(get_profile("aime25"), 4, 2)
+    a, b = (search.best_fixed_sequence(sim, seed=3, samples=200, starts=1, progress=False) for _ in range(2))
+    assert a["fixed"] == b["fixed"]
+
+
+def test_command_line(capsys):
+    assert search.main(["--profile", "mmlu_pro", "--n-agents", "4", "--rounds", "2", "--samples", "200",
+                        "--starts", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["fixed"]["sequence"]) == 2 and len(out["fixed"]["sequence"][0]) == 4
+    with pytest.raises(SystemExit) as exit_info:
+        search.main(["--profile", "nope"])
+    assert exit_info.value.code == 2
+    assert "nope" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        search.main(["--n-agents", "5", "--check"])
+    assert "n_agents=5" in capsys.readouterr().err
+
+
+def test_headroom_references_are_searched_for_a_team_of_four_over_three_rounds():
+    """N = 4, T = 3: the three references come from the coordinate-ascent search, as (T, K, N) policies per
+    context, ordered on the re-ranking episodes they were chosen on (adaptive >= context only >= best fixed),
+    and played on held-out episodes by the same code as the enumerated ones."""
+    from topo_env.references import headroom
+
+    sim = CommBatchSimulator(get_profile("humaneval"), 4, 3)
+    assert not headroom.exhaustive_feasible(sim)
+    refs, selection = headroom.select_searched_references(sim, seed=0, samples=300, rerank_samples=600,
+                                                          progress=False, max_sweeps=1)
+    n_class = len(headroom.outcome_names(4))
+    assert refs.fixed.shape == (3, 4) and refs.adaptive.shape == (len(refs.contexts), 3, n_class, 4)
+    sel = selection["selection"]
+    assert sel["adaptive"] >= sel["context_only"] - 1e-12 >= sel["best_fixed"] - 2e-12
+    assert headroom.References.from_dict(json.loads(json.dumps(refs.to_dict()))).to_dict() == refs.to_dict()
+    played = headroom.play_references(sim, refs, *oracle.sample_episodes(sim, 200, 0, "eval"))
+    assert set(played) == {"best_fixed", "context_only", "adaptive"}
