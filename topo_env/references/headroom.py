@@ -368,8 +368,9 @@ def select_searched_references(sim: CommBatchSimulator, seed: int = 0, samples: 
     inverse = inverse.reshape(-1)
     train_ctx, rerank_ctx = inverse[:len(values[0])], inverse[len(values[0]):]
     n_context, n_class = len(known), len(outcome_names(sim.n))
-    fixed = np.array(search.action_names_to_array(search.best_fixed_sequence(
-        sim, seed=seed, samples=samples, rerank_samples=rerank_samples, eval_samples=1, progress=progress)))
+    found = search.best_fixed_sequence(sim, seed=seed, samples=samples, rerank_samples=rerank_samples, eval_samples=1,
+                                       progress=progress)
+    fixed = search.chosen_actions(found)
     fixed_policy = open_loop_policy(fixed, n_class)
     policies = np.broadcast_to(fixed_policy, (n_context, *fixed_policy.shape)).copy()  # (C, T, K, N)
     # open loop (every class at once): whole joint actions, then one agent at a time

@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
                         default=DEFAULT_LARGE_SAMPLES,
                         help=f"fresh held-out episodes the winners are reported on (default {DEFAULT_LARGE_SAMPLES})")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--n-agents", type=positive_int, default=ORACLE_AGENTS, help="3 (with --headroom: any; beyond N = 3, T = 2 searched by coordinate ascent)")
+    parser.add_argument("--n-agents", type=positive_int, default=ORACLE_AGENTS,
+                        help="3 (with --headroom: any; beyond N = 3, T = 2 searched by coordinate ascent)")
     parser.add_argument("--adversarial", type=int, nargs="+", default=[], metavar="i",
                         help="indices of adversarial agents (fixed positions)")
     parser.add_argument("--target-rule", default="disagree", choices=TARGET_RULES,

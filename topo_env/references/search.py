@@ -51,7 +51,7 @@ Episodes = tuple[TaskArrays, EpisodeNoise, np.ndarray]
 """Tasks, noise and (M, N) adversary masks of M episodes (:func:`~topo_env.references.oracle.sample_episodes`)."""
 
 
-def action_names_to_array(result: dict[str, Any]) -> np.ndarray:
+def chosen_actions(result: dict[str, Any]) -> np.ndarray:
     """The (T, N) actions of :func:`best_fixed_sequence`'s chosen sequence."""
     return oracle.actions_from_names(result["fixed"]["sequence"])
 
@@ -112,7 +112,8 @@ def best_fixed_sequence(sim: CommBatchSimulator, seed: int = 0, samples: int = D
     pool = starting_sequences(sim)
     first = mean_rewards(sim, pool, train)
     climbs = []
-    for k in tqdm(np.argsort(-first, kind="stable")[:starts], desc=f"search {sim.profile.name} N={sim.n} T={sim.rounds}",
+    best_starts = np.argsort(-first, kind="stable")[:starts]
+    for k in tqdm(best_starts, desc=f"search {sim.profile.name} N={sim.n} T={sim.rounds}",
                   disable=not progress, file=sys.stderr, unit="climb"):
         end = climb(sim, pool[k], train, seen)
         climbs.append({"start": sequence_names(pool[k]), "end": sequence_names(end), "train": seen[end.tobytes()]})
