@@ -275,6 +275,18 @@ def play_references(sim: CommBatchSimulator, references: References, tasks: Task
             for name in REFERENCE_NAMES}
 
 
+def _selection_episodes(sim: CommBatchSimulator, seed: int, samples: int, rerank_samples: int,
+                        context: Callable[[TaskArrays, np.ndarray], np.ndarray]):
+    """The "train" and "rerank" episodes of ``seed``, the (C, V) context rows met in either, and each
+    episode's context id (the row's index) in either set."""
+    train = sample_episodes(sim, samples, seed, "train")
+    rerank = sample_episodes(sim, rerank_samples, seed, "rerank")
+    values = [context(tasks, adv) for tasks, _, adv in (train, rerank)]
+    known, inverse = np.unique(np.concatenate(values), axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    return train, rerank, known, inverse[:len(values[0])], inverse[len(values[0]):]
+
+
 def select_references(sim: CommBatchSimulator, seed: int = 0, samples: int = DEFAULT_HEADROOM_SAMPLES,
                       rerank_samples: int = DEFAULT_LARGE_SAMPLES, shortlist: int = DEFAULT_SHORTLIST,
                       context_shortlist: int = DEFAULT_CONTEXT_SHORTLIST, progress: bool = True,
@@ -285,12 +297,7 @@ def select_references(sim: CommBatchSimulator, seed: int = 0, samples: int = DEF
     ``seed``. Returns them and the selection figures: ``selection`` (each reference's reward on the
     re-ranking episodes) and, per context, its row and the re-ranking episodes it had
     (``context_episodes``)."""
-    train = sample_episodes(sim, samples, seed, "train")
-    rerank = sample_episodes(sim, rerank_samples, seed, "rerank")
-    values = [context(tasks, adv) for tasks, _, adv in (train, rerank)]
-    known, inverse = np.unique(np.concatenate(values), axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    train_ctx, rerank_ctx = inverse[:len(values[0])], inverse[len(values[0]):]
+    train, rerank, known, train_ctx, rerank_ctx = _selection_episodes(sim, seed, samples, rerank_samples, context)
     n_context = len(known)
     n_class = len(outcome_names(sim.n)) if sim.rounds == 2 else 1
 
@@ -361,12 +368,7 @@ def select_searched_references(sim: CommBatchSimulator, seed: int = 0, samples: 
     Each context then keeps, on the "rerank" episodes, the best of ``best_fixed``, its ``context_only`` and
     (for ``adaptive``) its adaptive policy, as :func:`select_references` does. Returns the references and the
     selection figures of :func:`select_references`."""
-    train = sample_episodes(sim, samples, seed, "train")
-    rerank = sample_episodes(sim, rerank_samples, seed, "rerank")
-    values = [context(tasks, adv) for tasks, _, adv in (train, rerank)]
-    known, inverse = np.unique(np.concatenate(values), axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    train_ctx, rerank_ctx = inverse[:len(values[0])], inverse[len(values[0]):]
+    train, rerank, known, train_ctx, rerank_ctx = _selection_episodes(sim, seed, samples, rerank_samples, context)
     n_context, n_class = len(known), len(outcome_names(sim.n))
     found = search.best_fixed_sequence(sim, seed=seed, samples=samples, rerank_samples=rerank_samples, eval_samples=1,
                                        progress=progress)
