@@ -481,7 +481,7 @@ def test_benchmarl_qmix_experiment_respects_the_mask(tmp_path):
     actions = stored["agent", "action"]
     assert actions.numel() > 0 and not np.isin(actions.numpy(), DISABLED_IDX).any()
     assert stored["agent", "action_mask"][..., DISABLED_IDX].sum() == 0
-    # the two batched env copies play different tasks (seeds 0 and 1): 12 episodes, 12 tasks
+    # the two rows of the vectorised env play different tasks (seeds 0, 1, 2, ...): 12 episodes, 12 tasks
     starts = stored["state"][:, -1] == 0  # the state ends with round / rounds
     first_obs = stored["agent", "observation", "observation"][starts, 0]
     embed_dim = task.env_config.embed_dim
@@ -489,17 +489,19 @@ def test_benchmarl_qmix_experiment_respects_the_mask(tmp_path):
 
 
 def test_benchmarl_task_from_yaml_and_its_checks():
-    from topo_env.interop.benchmarl_task import DEFAULT_YAML, TopoMARLClass, TopoMARLTask
+    from topo_env.interop.benchmarl_task import DEFAULT_YAML, SeededEnvMaker, TopoMARLClass, TopoMARLTask
 
     task = TopoMARLTask.TOPOLOGY.get_from_yaml()
     assert isinstance(task, TopoMARLClass) and task.env_config == EnvConfig.from_dict(task.config)
     assert task.supports_discrete_actions() and not task.supports_continuous_actions() and task.has_state()
-    make = task.get_env_fun(num_envs=2, continuous_actions=False, seed=0, device="cpu")
-    env, second = make(), make()
+    env = task.get_env_fun(num_envs=2, continuous_actions=False, seed=0, device="cpu")()  # vectorised: 2 rows
     first_obs = env.reset()["agent", "observation", "observation"]
-    assert not torch.equal(first_obs, second.reset()["agent", "observation", "observation"])  # seeds 0, 1
+    assert first_obs.shape[0] == 2 and not torch.equal(first_obs[0], first_obs[1])  # seeds 0, 1
     again = task.get_env_fun(num_envs=2, continuous_actions=False, seed=0, device="cpu")()
     assert torch.equal(first_obs, again.reset()["agent", "observation", "observation"])
+    make = SeededEnvMaker(task.env_config, 0, "cpu")  # the one-episode envs of LLM teams
+    first, second = (make().reset()["agent", "observation", "observation"] for _ in range(2))
+    assert not torch.equal(first, second)  # seeds 0, 1
     assert task.max_steps(env) == task.env_config.rounds
     assert set(task.observation_spec(env)["agent"].keys()) == {"observation"}
     assert set(task.action_mask_spec(env)["agent"].keys()) == {"action_mask"}

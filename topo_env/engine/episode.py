@@ -170,6 +170,16 @@ class RewardConfig:
     def penalty(self, tokens: int) -> float:
         return self.w_tok * min(tokens / self.max_tokens, 1.0)
 
+    def step_rewards(self, accuracy: np.ndarray, tokens: np.ndarray, ended: np.ndarray,
+                     paid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`TeamEpisode.step_reward` of B episodes at once: (B,) accuracies, team tokens so far,
+        whether each episode has ended and the token penalty already charged (``shaped``; zeros at
+        the start) give the step's (B,) rewards and the penalty charged up to now (the next ``paid``)."""
+        penalty = self.w_tok * np.minimum(tokens / self.max_tokens, 1.0)
+        if self.mode == "shaped":
+            return np.where(ended, self.w_acc * accuracy, 0.0) - (penalty - paid), penalty
+        return np.where(ended, self.w_acc * accuracy - penalty, 0.0), penalty
+
 
 class TeamEpisode:
     """One team playing one task at a time, round by round.

@@ -170,16 +170,23 @@ class ObservationBuilder:
         degrees, agreement, confidence, verdict), then whether the agent has run this episode and
         whether it was active last round. The per-agent blocks that only an agent-level policy
         needs (agent id, round, previous action) are left out: a controller knows rows by position
-        and gets the round apart."""
+        and gets the round apart. :meth:`controller_view_batch` for a batch of one."""
+        task, agents = self.controller_view_batch(obs[None], np.asarray(ran)[None], np.asarray(active)[None])
+        return task[0], agents[0]
+
+    def controller_view_batch(self, obs: np.ndarray, ran: np.ndarray,
+                              active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`controller_view` of B episodes: (B, N, D) observations and (B, N) ``ran`` /
+        ``active`` give the (B, E + 1) task blocks and the (B, N, F) per-agent features."""
         e, n = self.embed_dim, self.n
-        task = obs[0, : e + 1].copy()
-        agents = np.empty((n, self.agent_feature_dim), dtype=np.float32)
-        identity = obs[:, e + 1 + n : self._o_round]  # role and persona (agent id dropped)
-        width = identity.shape[1]
-        agents[:, :width] = identity
-        agents[:, width : width + N_SCALARS] = obs[:, self._o_scalar :]
-        agents[:, -2] = ran
-        agents[:, -1] = active
+        task = obs[:, 0, : e + 1].copy()
+        agents = np.empty((obs.shape[0], n, self.agent_feature_dim), dtype=np.float32)
+        identity = obs[:, :, e + 1 + n : self._o_round]  # role and persona (agent id dropped)
+        width = identity.shape[2]
+        agents[:, :, :width] = identity
+        agents[:, :, width : width + N_SCALARS] = obs[:, :, self._o_scalar :]
+        agents[:, :, -2] = ran
+        agents[:, :, -1] = active
         return task, agents
 
     def agent_observations(self, task: np.ndarray, agents: np.ndarray, round_index: int,

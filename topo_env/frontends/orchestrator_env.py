@@ -82,6 +82,66 @@ def orchestrator_env(mode: str = "graph", **config: Any) -> "OrchestratorEnv":
     return OrchestratorEnv(EnvConfig.from_dict(config), mode=mode)
 
 
+def graph_round(action: Any, ran: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A ``"graph"`` action as the round it runs, for one episode (``ran`` (N,): who has run) or for B
+    at once (``ran`` (B, N); every entry of ``action`` then has a leading B axis, ``halt`` too).
+
+    Returns bool arrays ``(adjacency, active, verify, recall, halt)`` (``recall`` None when the action
+    has none): diagonals dropped, recalls from agents that have not run dropped, and every agent that
+    sends, receives, recalls or is verified called. An action outside the space raises a ValueError
+    naming the bad key or entry."""
+    if not isinstance(action, dict) or set(action) - {"recall"} != {"adjacency", "active", "verify", "halt"}:
+        got = sorted(action) if isinstance(action, dict) else type(action).__name__
+        raise ValueError(f"action must be a dict with keys ['active', 'adjacency', 'halt', 'verify'] "
+                         f"(and optionally 'recall'), got {got}")
+    batch, n = ran.shape[:-1], ran.shape[-1]
+    adjacency = as_flags("action['adjacency']", action["adjacency"], batch + (n, n))
+    active = as_flags("action['active']", action["active"], batch + (n,))
+    verify = as_flags("action['verify']", action["verify"], batch + (n,))
+    halt = _halt_flags(action["halt"], batch)
+    diagonal = np.arange(n)
+    adjacency[..., diagonal, diagonal] = False
+    recall = None
+    if action.get("recall") is not None:
+        recall = as_flags("action['recall']", action["recall"], batch + (n, n))
+        recall[..., diagonal, diagonal] = False
+        recall &= ran[..., :, None]  # only outputs that exist
+    active = active | adjacency.any(axis=-2) | adjacency.any(axis=-1) | verify
+    if recall is not None:
+        active = active | recall.any(axis=-2)
+    return adjacency, active, verify, recall, halt
+
+
+def _halt_flags(halt: Any, batch: tuple[int, ...]) -> np.ndarray:
+    """``action["halt"]``: 0 or 1 (an integer, not a bool), or with ``batch`` an integer array of that shape."""
+    if not batch:
+        if isinstance(halt, np.ndarray) and halt.shape == ():
+            halt = halt.item()
+        if isinstance(halt, bool) or not isinstance(halt, numbers.Integral) or halt not in (0, 1):
+            raise ValueError(f"action['halt'] is {halt!r}: must be 0 or 1")
+        return np.asarray(bool(halt))
+    arr = np.asarray(halt)
+    if arr.shape != batch or arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"action['halt'] is a {arr.dtype} array of shape {arr.shape}: must be integers 0 or 1 "
+                         f"of shape {batch}")
+    bad = (arr != 0) & (arr != 1)
+    if bad.any():
+        raise ValueError(f"action['halt'] holds {int(arr[bad][0])}: entries must be 0 or 1")
+    return arr.astype(bool)
+
+
+def next_agent_round(k: Any, ran: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A ``"next_agent"`` action ``k`` (an int, or (B,) ints with ``ran`` (B, N)) as who is called,
+    (..., N) bool (agent k alone; nobody for k = N, the stop), and who recalls whom, (..., N, N) bool
+    (k is shown the latest output of every other agent that has run)."""
+    n = ran.shape[-1]
+    active = np.eye(n + 1, n, dtype=bool)[k]
+    recall = ran[..., :, None] & active[..., None, :]
+    diagonal = np.arange(n)
+    recall[..., diagonal, diagonal] = False
+    return active, recall
+
+
 class OrchestratorEnv(EngineFrontEnd, gymnasium.Env):
     """One central controller chooses every round of an LLM team (see the module docstring)."""
 
@@ -156,11 +216,7 @@ class OrchestratorEnv(EngineFrontEnd, gymnasium.Env):
             if k == self.n_agents:
                 spec, halt = None, True
             else:
-                recall = np.zeros((self.n_agents, self.n_agents), dtype=bool)
-                recall[:, k] = episode.ran
-                recall[k, k] = False
-                active = np.zeros(self.n_agents, dtype=bool)
-                active[k] = True
+                active, recall = next_agent_round(k, np.asarray(episode.ran, dtype=bool))
                 nobody = np.zeros(self.n_agents, dtype=bool)
                 spec = RoundSpec(np.zeros((self.n_agents, self.n_agents), dtype=bool), active, nobody, recall)
                 halt = False
@@ -200,28 +256,7 @@ class OrchestratorEnv(EngineFrontEnd, gymnasium.Env):
 
     # -- internals -----------------------------------------------------------------------
     def _graph_round(self, action: Any) -> tuple[RoundSpec, bool]:
-        n = self.n_agents
-        if not isinstance(action, dict) or set(action) - {"recall"} != {"adjacency", "active", "verify", "halt"}:
-            got = sorted(action) if isinstance(action, dict) else type(action).__name__
-            raise ValueError(f"action must be a dict with keys ['active', 'adjacency', 'halt', 'verify'] "
-                             f"(and optionally 'recall'), got {got}")
-        adjacency = as_flags("action['adjacency']", action["adjacency"], (n, n))
-        active = as_flags("action['active']", action["active"], (n,))
-        verify = as_flags("action['verify']", action["verify"], (n,))
-        halt = action["halt"]
-        if isinstance(halt, np.ndarray) and halt.shape == ():
-            halt = halt.item()
-        if isinstance(halt, bool) or not isinstance(halt, numbers.Integral) or halt not in (0, 1):
-            raise ValueError(f"action['halt'] is {halt!r}: must be 0 or 1")
-        np.fill_diagonal(adjacency, False)
-        recall = None
-        if action.get("recall") is not None:
-            recall = as_flags("action['recall']", action["recall"], (n, n))
-            np.fill_diagonal(recall, False)
-            recall &= np.asarray(self.episode.ran, dtype=bool)[:, None]  # only outputs that exist
-        active = active | adjacency.any(axis=0) | adjacency.any(axis=1) | verify
-        if recall is not None:
-            active = active | recall.any(axis=0)
+        adjacency, active, verify, recall, halt = graph_round(action, np.asarray(self.episode.ran, dtype=bool))
         return RoundSpec(adjacency, active, verify, recall), bool(halt)
 
     def _next_agent(self, action: Any) -> int:

@@ -226,13 +226,8 @@ class SimVectorEnv:
             tokens, accuracy = self.result.tokens, self.result.accuracy
         else:
             tokens, accuracy = state.tokens, np.zeros(b)
-        penalty = self.reward.w_tok * np.minimum(tokens / self.reward.max_tokens, 1.0)
-        ended = state.round == self.rounds
-        if self.reward.mode == "shaped":
-            rewards = (self.reward.w_acc * accuracy if ended else 0.0) - (penalty - self._paid)
-            self._paid = penalty
-        else:
-            rewards = self.reward.w_acc * accuracy - penalty if ended else np.zeros(b)
+        ended = np.full(b, state.round == self.rounds)
+        rewards, self._paid = self.reward.step_rewards(accuracy, tokens, ended, self._paid)
         return self._observe(graph, rewards, state.calls[-1], targets)
 
     # -- views ---------------------------------------------------------------------------
@@ -244,13 +239,22 @@ class SimVectorEnv:
             codes, conf, verdict = np.full((b, n), -1), np.zeros((b, n)), np.zeros((b, n), np.int64)
         else:
             codes, conf, verdict = prev.label, prev.conf, prev.verdict
-        # the env's episode.team_tokens: the decision node's tokens count once the episode ended
-        team_tokens = self.result.tokens if self.result is not None else state.tokens
         obs = self.obs_builder.build_batch(self._templates, state.round, self._prev_actions, state.agent_tokens,
-                                           team_tokens, graph.sum(axis=1), graph.sum(axis=2), codes, conf, verdict)
+                                           self.team_tokens, graph.sum(axis=1), graph.sum(axis=2), codes, conf, verdict)
         return VectorStep(obs, np.broadcast_to(self._mask, (b, n, N_ACTIONS)), graph.astype(np.int8),
                           self.obs_builder.state_batch(obs, graph, state.round), np.asarray(rewards, np.float64),
                           np.asarray(calls), targets, state.round == self.rounds)
+
+    @property
+    def agent_tokens(self) -> np.ndarray:
+        """(B, N) every agent's tokens so far in the current episodes (the decision node's not counted)."""
+        return self._state.agent_tokens
+
+    @property
+    def team_tokens(self) -> np.ndarray:
+        """(B,) the team's tokens so far, the env's ``infos[agent]["team_tokens"]``: the decision node's
+        tokens count once the episodes ended."""
+        return self.result.tokens if self.result is not None else self._state.tokens
 
     @property
     def last_outputs(self):

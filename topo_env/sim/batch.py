@@ -4,13 +4,13 @@
 :mod:`topo_env.sim.model` (the very functions the env's team calls) on arrays. Given the same tasks, noise
 (:func:`topo_env.sim.model.draw_noise`) and actions, it gives the same answers, tokens and
 rewards as the PettingZoo env with ``backend="sim"`` (``tests/test_batch_sim.py`` checks
-episode by episode). A round is a :class:`BatchRoundSpec`: B graphs with who is active and who is verified, the
-batched form of :class:`topo_env.engine.episode.RoundSpec`, so any controller's graphs are scored at batch
-speed (:meth:`BatchSimulator.run_spec`, :meth:`BatchSimulator.run_specs`). The six CommActions
-are the PettingZoo front-end's adapter on top (:class:`topo_env.frontends.comm_batch.CommBatchSimulator`:
-open-loop action arrays, targets resolved per episode from the previous round). An episode that halts early
-is one whose remaining rounds are idle (:meth:`BatchRoundSpec.idle`): nobody is called, nothing
-changes, and the decision node reads the same outputs.
+episode by episode). A round is a :class:`BatchRoundSpec`: B graphs with who is active, who is verified
+and who recalls whose earlier output, the batched form of :class:`topo_env.engine.episode.RoundSpec`, so any
+controller's graphs are scored at batch speed (:meth:`BatchSimulator.run_spec`, :meth:`BatchSimulator.run_specs`).
+The six CommActions are the PettingZoo front-end's adapter on top
+(:class:`topo_env.frontends.comm_batch.CommBatchSimulator`: open-loop action arrays, targets resolved per
+episode from the previous round). An episode that halts early is one whose remaining rounds are idle
+(:meth:`BatchRoundSpec.idle`): nobody is called, nothing changes, and the decision node reads the same outputs.
 """
 from __future__ import annotations
 
@@ -72,12 +72,16 @@ class BatchRoundSpec:
 
     ``adjacency`` (B, N, N) 0/1 (``A[b, u, v]``: in episode b, u's output reaches v), ``active``
     (B, N) bool (who is called; the others keep their last output), ``verify`` (B, N) bool (whose
-    output goes through the verifier). Validated on construction with the same rules as
-    RoundSpec (no self-loops; edges and verification only between active agents)."""
+    output goes through the verifier), ``recall`` (B, N, N) bool or None (``recall[b, u, v]``: v is
+    also shown u's latest output from an earlier round, after this round's messages; recalls from an
+    agent that has not run yet are dropped). Validated on construction with the same rules as
+    RoundSpec (no self-loops; edges and verification only between active agents; recalls only to
+    active agents); a recall with no entry set is stored as None."""
 
     adjacency: np.ndarray
     active: np.ndarray
     verify: np.ndarray
+    recall: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         adj = np.asarray(self.adjacency)
@@ -103,6 +107,18 @@ class BatchRoundSpec:
             row, agent = (int(x[0]) for x in np.nonzero(verify & ~active))
             raise ValueError(f"BatchRoundSpec episode {row}: verifies inactive agent {agent}")
         object.__setattr__(self, "adjacency", adj)
+        if self.recall is not None:
+            recall = np.asarray(self.recall)
+            if recall.shape != (b, n, n) or recall.dtype != bool:
+                raise ValueError(f"BatchRoundSpec recall must be a bool array of shape {(b, n, n)}, "
+                                 f"got {recall.dtype} {recall.shape}")
+            if recall[:, idx, idx].any():
+                row, agent = (int(x[0]) for x in np.nonzero(recall[:, idx, idx]))
+                raise ValueError(f"BatchRoundSpec episode {row}: recall self-loop at agent {agent}")
+            if (recall.any(axis=1) & ~active).any():
+                row, agent = (int(x[0]) for x in np.nonzero(recall.any(axis=1) & ~active))
+                raise ValueError(f"BatchRoundSpec episode {row}: recalls to inactive agent {agent}")
+            object.__setattr__(self, "recall", recall if recall.any() else None)
 
     @classmethod
     def idle(cls, batch: int, n_agents: int) -> "BatchRoundSpec":
@@ -244,7 +260,7 @@ class BatchSimulator:
                           np.zeros((batch, self.n), dtype=bool))
 
     def run_spec(self, state: BatchState, spec: BatchRoundSpec, tasks: TaskArrays, noise: EpisodeNoise) -> BatchState:
-        """One round for every episode: layers, calls, verification, as the engine runs a
+        """One round for every episode: layers, calls, verification and recalls, as the engine runs a
         :class:`topo_env.engine.episode.RoundSpec` (inactive agents keep their last output)."""
         t, n = state.round, self.n
         adj = spec.adjacency
@@ -257,6 +273,9 @@ class BatchSimulator:
         prev = state.previous
         layer, comp, multi = self._plans.plan_arrays(adj)
         active, ran = spec.active, state.ran
+        recall = None  # recall[b, u, v] where u has an output to recall (the engine drops the others)
+        if spec.recall is not None and prev is not None and (spec.recall & ran[:, :, None]).any():
+            recall = spec.recall & ran[:, :, None]
         finals = Outputs.empty(b, n) if prev is None else prev.copy()
         drafts = Outputs.empty(b, n)
         tokens = np.zeros((b, n), np.int64)
@@ -274,6 +293,8 @@ class BatchSimulator:
                     if li > 0:  # layer 0 has no predecessors outside its components
                         outside = adj[rows, :, i].astype(bool) & (comp[rows] != comp[rows, i][:, None])
                         shown = [(outside[:, j], _row_inputs(finals, rows, j)) for j in range(n) if outside[:, j].any()]
+                    if recall is not None:
+                        shown += _recalled(recall, prev, rows, i)
                     nz = call_noise[rows, i, 0]
                     out = self._call(i, rows, tasks, previous, shown, nz, noise.blind[rows, i],
                                      state.adversaries[rows, i])
@@ -292,6 +313,8 @@ class BatchSimulator:
                         fin, dra = _row_inputs(finals, rows, j), _row_inputs(drafts, rows, j)
                         ins = inside[:, j]
                         shown.append((pred[:, j], Input(*(np.where(ins, d, f) for d, f in zip(dra, fin)))))
+                if recall is not None:
+                    shown += _recalled(recall, prev, rows, i)
                 own_draft = _row_inputs(drafts, rows, i)
                 nz = call_noise[rows, i, 1]
                 out = self._call(i, rows, tasks, own_draft, shown, nz, noise.blind[rows, i], state.adversaries[rows, i])
@@ -315,10 +338,20 @@ class BatchSimulator:
 
     def finish(self, state: BatchState, tasks: TaskArrays, noise: EpisodeNoise) -> BatchResult:
         """The decision node answers from the last output of every agent that ran; score and reward."""
-        b = state.tokens.shape[0]
-        rows = np.arange(b)
         if state.previous is None:
             raise ValueError("finish() before any round: run at least one round")
+        label, tokens = self.decide(state, tasks, noise)
+        accuracy = (label == 0).astype(np.float64)
+        reward = self.w_acc * accuracy - self.w_tok * np.minimum(tokens / self.max_tokens, 1.0)
+        return BatchResult(reward, accuracy, tokens, state.agent_tokens, np.stack(state.adjacency, axis=1),
+                           np.stack(state.calls, axis=1), label, self.decision.calls)
+
+    def decide(self, state: BatchState, tasks: TaskArrays, noise: EpisodeNoise) -> tuple[np.ndarray, np.ndarray]:
+        """The decision node's answer from the last output of every agent that ran (none: from the
+        task alone), whatever round each episode is at: (B,) answer labels (0 correct) and (B,) team
+        tokens with the decision's. ``state.previous`` must be set (:meth:`Outputs.empty` before any
+        round)."""
+        rows = np.arange(state.tokens.shape[0])
         senders = [j for j in range(self.n) if state.ran[:, j].any()]
         shown = [(state.ran[:, j], _row_inputs(state.previous, rows, j)) for j in senders]
         task = TaskFeatures(tasks.difficulty, tasks.latent, tasks.prompt_tokens, self._verif[tasks.subject])
@@ -326,12 +359,7 @@ class BatchSimulator:
             decision = simulate_decision(ARRAYS, self.profile, self._cdf, task, shown, noise.decision.T)
         else:  # a vote or one agent's answer: no decision call, no tokens
             decision = simulate_vote(ARRAYS, shown, senders, self.decision.agent, state.tokens)
-        label = decision.label
-        tokens = state.tokens + decision.prompt_tokens + decision.completion_tokens
-        accuracy = (label == 0).astype(np.float64)
-        reward = self.w_acc * accuracy - self.w_tok * np.minimum(tokens / self.max_tokens, 1.0)
-        return BatchResult(reward, accuracy, tokens, state.agent_tokens, np.stack(state.adjacency, axis=1),
-                           np.stack(state.calls, axis=1), label, self.decision.calls)
+        return decision.label, state.tokens + decision.prompt_tokens + decision.completion_tokens
 
     def direct(self, tasks: TaskArrays, noise: EpisodeNoise, agent: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Agent ``agent`` answering alone once ("Base (direct)"): (accuracy, tokens), drawn from
@@ -401,6 +429,13 @@ def _rows(mask: np.ndarray, batch: int) -> np.ndarray | slice | None:
     if rows.size == 0:
         return None
     return slice(None) if rows.size == batch else rows
+
+
+def _recalled(recall: np.ndarray, outputs: Outputs, rows, i: int) -> list[tuple[np.ndarray, Input]]:
+    """What agent i recalls in the given rows, shown after the round's messages: per sender u in
+    order, (the rows where ``recall[row, u, i]``, u's output before the round)."""
+    sel = recall[rows, :, i]
+    return [(sel[:, u], _row_inputs(outputs, rows, u)) for u in range(sel.shape[1]) if sel[:, u].any()]
 
 
 def _row_inputs(outputs: Outputs, rows: np.ndarray, i: int) -> Input:
