@@ -33,7 +33,7 @@ from topo_env.engine.decision import (
     LLM_DECISION, DecisionMode, parse_decision, pick_final, picked_reply, settings_decision,
 )
 from topo_env.engine.roles import default_personas
-from topo_env.engine.tasks import Task
+from topo_env.engine.tasks import Task, draw_task_index
 
 if TYPE_CHECKING:
     from topo_env.engine.team_backend import TeamSettings
@@ -56,13 +56,15 @@ class TaskPool:
     """Train / eval task lists of one domain (``task(split, index)`` as the simulator's). Each
     split is in a fixed shuffled order (seeded), so tasks 0..k-1 of a split are a sample without
     replacement: an evaluation that plays them in order (:func:`learners.evaluation.evaluate`)
-    meets every subject even where the dataset's file is sorted by subject."""
+    meets every subject even where the dataset's file is sorted by subject. ``train_tasks`` K (the
+    env's ``train_tasks``): :meth:`sample` draws train tasks among the first K of the split only."""
 
-    def __init__(self, tasks: Sequence[Task], train_size: int, seed: int = 0):
+    def __init__(self, tasks: Sequence[Task], train_size: int, seed: int = 0, train_tasks: int | None = None):
         train, held_out = split_tasks(list(tasks), train_size=train_size, seed=seed)
         for split in (train, held_out):
             random.Random(f"task order/{seed}").shuffle(split)
         self.splits = {"train": train, "eval": held_out}
+        self.train_tasks = None if train_tasks is None else min(int(train_tasks), max(len(train), 1))
 
     def task(self, split: str, index: int) -> Task:
         if split not in self.splits:
@@ -73,7 +75,7 @@ class TaskPool:
         return tasks[int(index) % len(tasks)]
 
     def sample(self, rng: np.random.Generator, split: str) -> Task:
-        return self.task(split, int(rng.integers(2**31 - 1)))
+        return self.task(split, draw_task_index(rng, split, self.train_tasks))
 
 
 class LLMTeamBackend:
@@ -106,7 +108,7 @@ class LLMTeamBackend:
         tasks = [t for t in tasks if t.domain == config.domain]
         if not tasks:
             raise ConfigError(f"backend.dataset={backend.dataset!r} holds no {config.domain} tasks")
-        pool = TaskPool(tasks, train_size=min(backend.train_size, len(tasks) - 1))
+        pool = TaskPool(tasks, train_size=min(backend.train_size, len(tasks) - 1), train_tasks=config.train_tasks)
         return cls(config.domain, backend, pool, config.roles, config.personas, descriptors=config.descriptors,
                    decision=settings_decision(config))
 

@@ -179,6 +179,31 @@ class Controller:
         """Restore :meth:`state_dict`."""
 
 
+class NetworkController(Controller):
+    """A controller whose torch network ``policy`` is built at the first observation, for its width, by
+    :meth:`_ensure_policy`; :meth:`state_dict` is ``{"input_dim", "policy"}`` (None and {} before that)."""
+
+    policy: Any = None
+    _input_dim: int | None = None
+
+    def _ensure_policy(self, input_dim: int) -> Any:
+        """Build ``policy`` for ``input_dim`` features (recording ``_input_dim``) if there is none yet."""
+        raise NotImplementedError
+
+    def state_dict(self) -> dict:
+        if self.policy is None:
+            return {"input_dim": None, "policy": {}}
+        return {"input_dim": self._input_dim,
+                "policy": {k: v.detach().clone() for k, v in self.policy.state_dict().items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state.get("input_dim") is None:
+            return
+        self.policy = None
+        self._ensure_policy(int(state["input_dim"]))
+        self.policy.load_state_dict(state["policy"])
+
+
 @dataclass
 class EpisodeRecord:
     """One played episode: reward (the episode's return), accuracy, team tokens, LLM calls (agents

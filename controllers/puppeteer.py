@@ -75,7 +75,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from controllers.base import (Controller, TrainingSpend, config_choice, config_from_dict, config_integer,
+from controllers.base import (NetworkController, TrainingSpend, config_choice, config_from_dict, config_integer,
                               config_number, train_seed)
 from topo_env.frontends.encoders import make_encoder
 
@@ -204,7 +204,7 @@ class PolicyNetwork(nn.Module):
         return self.layers(state)
 
 
-class PuppeteerController(Controller):
+class PuppeteerController(NetworkController):
     """Puppeteer on the next_agent env: ``act`` returns an agent index (N = stop).
 
     After each episode ``last_sequence`` holds the actions taken (stop included when chosen) and
@@ -350,19 +350,6 @@ class PuppeteerController(Controller):
                 logger.info("puppeteer training: %d / %d episodes", k + 1, episodes)
         self._rng = np.random.default_rng([self.seed, 0])
         return report
-
-    def state_dict(self) -> dict:
-        if self.policy is None:
-            return {"input_dim": None, "policy": {}}
-        return {"input_dim": self._input_dim,
-                "policy": {k: v.detach().clone() for k, v in self.policy.state_dict().items()}}
-
-    def load_state_dict(self, state: dict) -> None:
-        if state.get("input_dim") is None:
-            return
-        self.policy = None
-        self._ensure_policy(int(state["input_dim"]))
-        self.policy.load_state_dict(state["policy"])
 
 
 def build(n_agents: int, rounds: int, seed: int, config: dict | None = None) -> PuppeteerController:

@@ -29,6 +29,7 @@ from topo_env.engine.config_checks import ConfigError
 TRAIN_EPISODES = 32768
 """configs/default.yaml's train.episodes: the TD episodes `python train_qmix.py` trains, after its teacher (docs/training.md)."""
 ENV_ROUNDS = None  # the profile's rounds, as QMIX trains on them
+BUILD_TAKES_ENV_CONFIG = True  # the registry hands build() the comparison's env config (training needs it)
 
 
 class QMIXController(CommActionController):

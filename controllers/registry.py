@@ -9,9 +9,15 @@ kinds of names:
   replayed through :mod:`controllers.per_agent`; nothing to train;
 * learned methods (:data:`LEARNED`): a module with ``build(n_agents, rounds, seed, ...)``,
   ``TRAIN_EPISODES`` (its training budget in episodes), ``ENV_ROUNDS`` (rounds it plays; None:
-  the profile's) and optionally ``ENV_KEYS`` (env keys it needs, e.g. DyTopo's descriptors);
+  the profile's) and optionally ``ENV_KEYS`` (env keys it needs, e.g. DyTopo's descriptors) and
+  ``BUILD_TAKES_ENV_CONFIG = True`` (its ``build`` is handed the comparison's env config as
+  ``env_config``: methods that train on their own env of the same team, QMIX and the central PPO);
 * LLM-written methods (:data:`LLM_WRITTEN`): a learned method's module whose orchestrator is the
-  team's own LLM (only with ``backend: llm``); their orchestrator's tokens count in tokens per task.
+  team's own LLM (only with ``backend: llm``); their orchestrator's tokens count in tokens per task;
+* off-the-shelf library methods (:data:`LIBRARY`, named ``<library>_<algorithm>``): learned methods of
+  one module whose ``build`` also takes ``method=`` (the name) and whose ``TRAIN_EPISODES`` is a dict by
+  name; on request only, never in the default lists (:data:`ALL_NAMES`): each trains for up to 20
+  minutes on 2 cores.
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ LEARNED: dict[str, str] = {
     "agentconductor": "controllers.agentconductor",
     "puppeteer": "controllers.puppeteer",
     "tacomas": "controllers.tacomas",
+    "ppo_central": "controllers.central_ppo",
 }
 """Learned method name -> the module that builds it."""
 LLM_WRITTEN: dict[str, str] = {"agentconductor_llm": "agentconductor", "tacomas_llm": "tacomas"}
@@ -39,7 +46,13 @@ LLM_WRITTEN: dict[str, str] = {"agentconductor_llm": "agentconductor", "tacomas_
 SIMULATED_NAMES: tuple[str, ...] = (*BASELINES, *LEARNED)
 """Every controller that runs on any team."""
 ALL_NAMES: tuple[str, ...] = (*SIMULATED_NAMES, *LLM_WRITTEN)
-"""Every controller (the LLM-written ones need ``backend: llm``)."""
+"""Every controller of the default lists (the LLM-written ones need ``backend: llm``)."""
+BENCHMARL_ALGORITHMS: tuple[str, ...] = ("mappo", "ippo", "qmix", "vdn", "iql", "masac")
+"""BenchMARL's discrete-action algorithms, played with its default hyperparameters (controllers.benchmarl_policy)."""
+LIBRARY: dict[str, str] = {f"benchmarl_{a}": "controllers.benchmarl_policy" for a in BENCHMARL_ALGORITHMS}
+"""Library method name -> the module that builds it (simulated teams)."""
+KNOWN_NAMES: tuple[str, ...] = (*ALL_NAMES, *LIBRARY)
+"""Every name :func:`make_controller` builds."""
 
 
 class BuiltController(NamedTuple):
@@ -54,8 +67,8 @@ class BuiltController(NamedTuple):
 
 
 def controller_module(name: str) -> ModuleType:
-    """The module that builds learned method ``name`` (imported now)."""
-    return importlib.import_module(LEARNED[name])
+    """The module that builds learned (or library) method ``name`` (imported now)."""
+    return importlib.import_module(LEARNED[name] if name in LEARNED else LIBRARY[name])
 
 
 def controller_env(module: ModuleType, config: EnvConfig) -> EnvConfig:
@@ -74,21 +87,22 @@ def make_controller(name: str, config: EnvConfig, seed: int, run_dir: Path) -> B
         from controllers.per_agent import build_baseline
 
         return BuiltController(build_baseline(name, config, seed), config, 0, None)
-    if name not in LEARNED and name not in LLM_WRITTEN:
-        raise ConfigError(f"controller {name!r}: no such controller; known: {list(ALL_NAMES)}")
+    if name not in KNOWN_NAMES:
+        raise ConfigError(f"controller {name!r}: no such controller; known: {list(KNOWN_NAMES)}")
     try:
         if name in LLM_WRITTEN:
             return _make_llm_written(name, config, seed)
         module = controller_module(name)
         cfg = controller_env(module, config)
+        keys = {"env_config": cfg} if getattr(module, "BUILD_TAKES_ENV_CONFIG", False) else {}
+        keys |= {"method": name} if name in LIBRARY else {}
+        controller = module.build(cfg.n_agents, cfg.rounds, seed, **keys)
         if name == "qmix":
-            controller = module.build(cfg.n_agents, cfg.rounds, seed, env_config=cfg)
             controller.run_dir = run_dir / f"qmix_seed{seed}"
-        else:
-            controller = module.build(cfg.n_agents, cfg.rounds, seed)
     except ImportError as err:  # an optional extra that is not installed: one line, with its install command
         raise ConfigError(f"method {name!r} cannot run here: {err}") from None
-    return BuiltController(controller, cfg, int(module.TRAIN_EPISODES), None)
+    budget = module.TRAIN_EPISODES  # a module of several methods: a dict by name
+    return BuiltController(controller, cfg, int(budget[name] if isinstance(budget, dict) else budget), None)
 
 
 def _make_llm_written(name: str, config: EnvConfig, seed: int) -> BuiltController:

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from learners.config import ExperimentConfig
 from learners.evaluation import read_checkpoint
-from learners.child import child_status, killed_by, start_child
+from learners.child import child_status, killed_by, run_logged, start_child
 from learners.training import RESUME_OVERRIDABLE, STOPPED, RunOptions, effective_config
 from topo_env.engine.cli import RunError, format_table
 from topo_env.engine.config_checks import ConfigError
@@ -188,11 +188,12 @@ def run_seeds(cfg: ExperimentConfig, seeds: Sequence[int], out_dir: Path, jobs: 
     """Train and evaluate ``cfg`` once per seed in ``seeds`` (``train.seed`` replaced) into
     ``out_dir/seed<s>`` (:func:`learners.training.train_and_evaluate`, its output in
     ``out_dir/seed<s>/train.log``), each in its own child process, ``jobs`` at once (default: the
-    CPU count), then summarise into ``out_dir/seeds.json`` and return the summary. What an earlier
-    run left is reused (:func:`plan_seeds`, said in one stderr line): finished seeds are kept,
-    checkpointed ones resumed. Where some seeds do not finish, seeds.json (its ``missing``: those
-    seeds) and the printed table (:func:`format_seeds`) cover the finished ones, then a one-line
-    RunError names each missing seed, why, and its log."""
+    CPU count; 0: one after another in this process, no child: tests and debugging), then summarise
+    into ``out_dir/seeds.json`` and return the summary. What an earlier run left is reused
+    (:func:`plan_seeds`, said in one stderr line): finished seeds are kept, checkpointed ones
+    resumed. Where some seeds do not finish, seeds.json (its ``missing``: those seeds) and the
+    printed table (:func:`format_seeds`) cover the finished ones, then a one-line RunError names
+    each missing seed, why, and its log."""
     out_dir = output_dir(out_dir)
     plans = plan_seeds(cfg, seeds, out_dir)
     print(describe_plan(out_dir, plans), file=sys.stderr)
@@ -219,12 +220,20 @@ def run_seeds(cfg: ExperimentConfig, seeds: Sequence[int], out_dir: Path, jobs: 
 def _train(todo: dict[int, SeedPlan], out_dir: Path, jobs: int | None, options: RunOptions,
            total: int) -> dict[int, int | None]:
     """Each seed of ``todo`` in its own child process (:func:`learners.child.start_child`), at most
-    ``jobs`` at once; returns their statuses (:func:`learners.child.child_status`; None: not
-    started, Ctrl-C came first). A progress bar over the ``total`` seeds."""
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
-    waiting, running, codes = list(todo), {}, dict.fromkeys(todo)
+    ``jobs`` at once (0: in this process, one after another, :func:`learners.child.run_logged`);
+    returns their statuses (:func:`learners.child.child_status`; None: not started, Ctrl-C came
+    first). A progress bar over the ``total`` seeds."""
     child_options = dataclasses.replace(options, progress=False, continue_with=options.continue_with or
                                         "the same --seeds command (it trains only the seeds that did not finish)")
+    if jobs == 0:
+        codes = {}
+        for seed, plan in todo.items():
+            run_dir = out_dir / f"seed{seed}"
+            run_dir.mkdir(parents=True, exist_ok=True)
+            codes[seed] = run_logged(plan.cfg, run_dir, child_options, run_dir / "train.log", plan.action == RESUME)
+        return codes
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
+    waiting, running, codes = list(todo), {}, dict.fromkeys(todo)
     with tqdm(initial=total - len(todo), total=total, desc=f"seeds ({jobs} at once)", disable=not options.progress,
               file=sys.stderr) as bar:
         while waiting or running:

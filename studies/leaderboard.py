@@ -42,7 +42,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from controllers.registry import ALL_NAMES, LEARNED, LLM_WRITTEN, SIMULATED_NAMES, make_controller
+from controllers.registry import ALL_NAMES, KNOWN_NAMES, LEARNED, LIBRARY, LLM_WRITTEN, SIMULATED_NAMES, make_controller
 from topo_env.engine.backend_registry import LLM_SERVER, NAMED_PROFILE, backend_offers
 from topo_env.engine.tasks import DEFAULT_ROUNDS
 from topo_env.engine.cli import OneLineParser, format_table, run_main
@@ -325,8 +325,9 @@ def parse_budgets(items: Sequence[str]) -> dict[str, int]:
     budgets = {}
     for item in items:
         name, _, value = item.partition("=")
-        if name not in LEARNED or not value.isdigit():
-            raise ConfigError(f"--train-episodes {item!r}: give NAME=EPISODES with NAME one of {list(LEARNED)}")
+        if (name not in LEARNED and name not in LIBRARY) or not value.isdigit():
+            raise ConfigError(f"--train-episodes {item!r}: give NAME=EPISODES with NAME one of "
+                              f"{[*LEARNED, *LIBRARY]}")
         budgets[name] = int(value)
     return budgets
 
@@ -339,9 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default 0 1 2)")
     parser.add_argument("--episodes", type=int, default=DEFAULT_EPISODES,
                         help=f"held-out episodes per seed and setting (default {DEFAULT_EPISODES})")
-    parser.add_argument("--methods", nargs="+", choices=ALL_NAMES, default=None, metavar="METHOD",
+    parser.add_argument("--methods", nargs="+", choices=KNOWN_NAMES, default=None, metavar="METHOD",
                         help=f"methods to compare (default: {' '.join(SIMULATED_NAMES)}, and with backend: llm also "
-                             f"{' '.join(LLM_WRITTEN)})")
+                             f"{' '.join(LLM_WRITTEN)}; on request only: {' '.join(LIBRARY)})")
     parser.add_argument("--train-episodes", nargs="*", default=[], metavar="NAME=E",
                         help="training episodes of a learned method instead of its module's TRAIN_EPISODES")
     parser.add_argument("--episodes-in-flight", type=int, default=None, metavar="K",

@@ -64,6 +64,7 @@ from topo_env.references.baselines import BASELINES
 from topo_env.engine.seeding import held_out_seed
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.engine.config_checks import ConfigError
+from topo_env.frontends.inflight import sibling_envs
 from topo_env.frontends.parallel_env import TopologyParallelEnv
 from topo_env.fitting.explore import record_exploration
 from topo_env.fitting.fit import DEFAULT_BASE, fit_traces, write_profile
@@ -396,7 +397,8 @@ def set_aside_earlier(out: Path, names: Sequence[str]) -> None:
 
 def evaluate_on_real(real: ExperimentConfig, run: Path, progress: bool = True) -> tuple[dict, dict, dict]:
     """The greedy policy of the training run in ``run`` against every fixed topology on the real
-    team's held-out tasks (:func:`learners.evaluation.held_out_comparison`): ``(results, paired,
+    team's held-out tasks (:func:`learners.evaluation.held_out_comparison`), ``runtime.episodes_in_flight``
+    episodes at a time (each episode's figures are the sequential evaluation's): ``(results, paired,
     headroom)``. The run's network is built from its own config; it must read the real team's
     observations (:data:`learners.evaluation.OBSERVATION_LAYOUT`)."""
     run_cfg, checkpoint = load_checkpoint(run)
@@ -405,8 +407,9 @@ def evaluate_on_real(real: ExperimentConfig, run: Path, progress: bool = True) -
         raise ConfigError(f"the trained network does not read the real team's observations: {differs}")
     eval_env = TopologyParallelEnv(dataclasses.replace(real.env, split="eval"))
     agent = agent_from_checkpoint(checkpoint, run_cfg, space_dims(eval_env)[0])
+    siblings = sibling_envs(eval_env, real.runtime.episodes_in_flight)[1:]
     results, _, _, paired, headroom = held_out_comparison(real, [QMIXPolicy(agent, torch.device("cpu"))], eval_env,
-                                                          progress=progress)
+                                                          siblings=siblings, progress=progress)
     return results, paired, headroom
 
 

@@ -1,11 +1,16 @@
-"""The task record shared by every backend (simulated team and real LLM teams)."""
+"""The task record shared by every backend (simulated team and real LLM teams), and how a task
+source draws the index of an episode's task (:func:`draw_task_index`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 DOMAINS: tuple[str, ...] = ("math", "code", "reasoning")
 DIFFICULTY_BUCKETS: tuple[str, ...] = ("easy", "medium", "hard")
+TASK_INDICES = 2**31 - 1
+"""A drawn task index lies in 0 .. TASK_INDICES - 1 (a finite split takes it modulo its size)."""
 
 
 @dataclass(frozen=True)
@@ -47,3 +52,13 @@ def difficulty_bucket(difficulty: float) -> int:
 
 DEFAULT_ROUNDS: dict[str, int] = {"math": 3, "code": 2, "reasoning": 2}
 """Communication rounds per domain used in the paper (Appendix D)."""
+
+
+def draw_task_index(rng: np.random.Generator, split: str, train_tasks: int | None = None) -> int:
+    """The index of an episode's task in ``split``, drawn with one ``rng.integers`` call (what every
+    task source's ``sample`` draws): uniform over 0 .. :data:`TASK_INDICES` - 1, or, on the train
+    split with ``train_tasks`` K (the env's ``train_tasks``), over 0 .. K - 1: training meets K
+    distinct tasks at most. Other splits ignore K."""
+    if train_tasks is not None and split == "train":
+        return int(rng.integers(int(train_tasks)))
+    return int(rng.integers(TASK_INDICES))

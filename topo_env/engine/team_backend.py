@@ -112,6 +112,7 @@ class TeamSettings(Protocol):
     max_tokens: int
     target_rule: str
     decision: str  # "llm", "vote" or "agent:K" (topo_env.engine.decision)
+    train_tasks: int | None  # the train split's first K tasks only (topo_env.engine.tasks.draw_task_index)
 
 
 class TeamBackend(Protocol):

@@ -65,6 +65,12 @@ class EnvConfig:
         encoder, embed_dim: task text encoder for observations (``hashed`` or ``minilm``).
         disabled_actions: actions masked out for every agent (names or indices).
         split: task split episodes draw from (``train`` or ``eval``: disjoint tasks).
+        train_tasks: the number of training tasks K: episodes of the train split draw their task among
+            the split's tasks 0 .. K - 1 (uniformly, with the same one random draw as without it:
+            :func:`~topo_env.engine.tasks.draw_task_index`), so training, its teacher's demonstrations
+            and validation meet K distinct tasks at most; the eval split is unchanged. None (the
+            default): a fresh task index from 2^31 at every reset. Written to configs only when set,
+            so files of runs without it read as before.
         render_mode: ``None``, ``"ansi"`` (the transcript), ``"rgb_array"`` (the round's topology picture) or
             ``"human"`` (that picture in a window, or saved where no display exists).
         personas: persona per agent (e.g. "algorithm designer"; see ``topo_env.engine.roles``), in the
@@ -99,6 +105,7 @@ class EnvConfig:
     embed_dim: int = 64
     disabled_actions: tuple[int, ...] = ()
     split: str = "train"
+    train_tasks: int | None = None  # None: every task index; K: the train split's tasks 0..K-1
     render_mode: str | None = None
     personas: tuple[str, ...] | None = None  # None: topo_env.engine.roles.default_personas
     descriptors: bool = False
@@ -136,6 +143,8 @@ class EnvConfig:
             raise ConfigError("disabled_actions disables every action")
         object.__setattr__(self, "disabled_actions", tuple(sorted(set(disabled))))
         check_choice(self, "split", tuple(SPLITS))
+        if self.train_tasks is not None:  # None: every task
+            check_int(self, "train_tasks", minimum=1)
         check_choice(self, "render_mode", RENDER_MODES)
         personas = self.personas
         if personas is None:
@@ -201,6 +210,8 @@ class EnvConfig:
         d["disabled_actions"] = [ACTION_NAMES[a] for a in self.disabled_actions]
         d["backend"] = public_dict(self.backend)
         d["personas"] = list(self.personas)
+        if self.train_tasks is None:  # unset: the dict of a config from before the key (fingerprints, kept runs)
+            del d["train_tasks"]
         return d
 
 

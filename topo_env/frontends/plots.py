@@ -54,8 +54,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ACCURACY_METRICS", "ACTION_STYLES", "ADVERSARY_COLOR", "LEARNING_METRICS", "POINTS", "ROUND_STYLES",
     "draw_episodes", "draw_round", "draw_topology", "draw_topology_examples", "edge_actions",
-    "plot_action_distribution", "plot_learning_curves", "plot_pareto", "plot_robustness", "round_picture", "save_figure",
-    "show_picture",
+    "plot_action_distribution", "plot_learning_curves", "plot_pareto", "plot_robustness", "plot_sweeps",
+    "round_picture", "save_figure", "show_picture",
 ]
 
 ACTION_STYLES: dict[str, dict[str, str]] = {
@@ -812,4 +812,73 @@ def plot_pareto(points: Mapping[str, Sequence[tuple[float, float]]], title: str 
     ax.legend(fontsize=7, loc="best", ncol=2)
     if title:
         ax.set_title(title, fontsize=10)
+    return fig
+
+
+SWEEP_STYLES: tuple[tuple[str, str], ...] = (("#0072B2", "o"), ("#D55E00", "s"), ("#009E73", "^"), ("#555555", "*"),
+                                             ("#CC79A7", "D"))
+"""Colour and marker of the series of :func:`plot_sweeps`, in the order given."""
+
+
+def plot_sweeps(panels: Mapping[str, Mapping[str, Any]], metrics: Sequence[str] = ("accuracy", "tokens_per_task"),
+                title: str | None = None) -> Figure:
+    """One column per swept setting and one row per metric: each series' mean with its standard
+    error as an error bar, against the swept value (e.g. QMIX, the best fixed sequence and the
+    adaptive reference as the team size grows).
+
+    Args:
+        panels: ``{column title: {"x": [numbers], "series": {label: {metric: [[mean, se] or None,
+            one per x]}}, "ticks": [labels] or None, "log_x": bool, "xlabel": str}}``; a None
+            entry (a value a series has no figure for) is left out. Metrics of
+            :data:`ACCURACY_METRICS` are fractions, drawn in points.
+        metrics: the rows, with :data:`LEARNING_METRICS`' axis labels where it has them.
+
+    Error bars carry ``gid = "column|metric|label"``.
+    """
+    if not panels:
+        raise ValueError("no panels to plot")
+    for name, panel in panels.items():
+        x = panel.get("x")
+        if not x or not panel.get("series"):
+            raise ValueError(f"panel {name!r} needs a non-empty 'x' and 'series'")
+        for label, figures in panel["series"].items():
+            for m in metrics:
+                if len(figures.get(m, ())) != len(x):
+                    raise ValueError(f"panel {name!r}, series {label!r}: {m!r} needs one entry per x ({len(x)})")
+    fig = _new_figure(figsize=(3.6 * len(panels), 2.8 * len(metrics) + 0.6))
+    axes = fig.subplots(len(metrics), len(panels), squeeze=False)
+    for j, (name, panel) in enumerate(panels.items()):
+        x = np.asarray(panel["x"], dtype=float)
+        for i, m in enumerate(metrics):
+            ax = axes[i, j]
+            for k, (label, figures) in enumerate(panel["series"].items()):
+                kept = [(xv, pair) for xv, pair in zip(x, figures[m]) if pair is not None]
+                if not kept:
+                    continue
+                colour, marker = SWEEP_STYLES[k % len(SWEEP_STYLES)]
+                xs = [xv for xv, _ in kept]
+                mean, se = (np.array([pair[c] for _, pair in kept], dtype=float) * _scale(m) for c in (0, 1))
+                bars = ax.errorbar(xs, mean, yerr=se, color=colour, marker=marker, markersize=4, linewidth=1.4,
+                                   capsize=3, label=label)
+                bars.lines[0].set_gid(f"{name}|{m}|{label}")
+            if panel.get("log_x"):
+                ax.set_xscale("log")
+            if panel.get("ticks"):
+                ax.set_xticks(x, panel["ticks"])
+                ax.minorticks_off()
+            ax.grid(alpha=0.3)
+            if j == 0:
+                ax.set_ylabel(LEARNING_METRICS.get(m, m))
+            if i == 0:
+                ax.set_title(name, fontsize=10)
+            if i == len(metrics) - 1:
+                ax.set_xlabel(panel.get("xlabel", ""))
+    handles = {}
+    for ax in axes.ravel():  # every series once, whichever panel drew it
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=len(handles), fontsize=8,
+               frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
     return fig

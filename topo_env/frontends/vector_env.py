@@ -98,7 +98,7 @@ class SimVectorEnv:
         self.n_agents, self.rounds = cfg.n_agents, cfg.rounds
         self.profile = get_profile(cfg.backend.profile)
         self.sim = CommBatchSimulator.from_config(cfg, self.profile)
-        self.tasks = SimTaskSource(self.profile)
+        self.tasks = SimTaskSource(self.profile, cfg.train_tasks)
         self.encoder = encoder if encoder is not None else make_encoder(cfg.encoder, None if cfg.encoder == "minilm"
                                                                          else cfg.embed_dim)
         self.obs_builder = ObservationBuilder(cfg.n_agents, cfg.rounds, cfg.roles, self.encoder.dim, cfg.max_tokens,

@@ -629,8 +629,9 @@ def references_key(config: EnvConfig, seed: int = 0, context: str = "hidden") ->
     the code of :data:`MODEL_SOURCES`."""
     env = config.to_dict()
     env["team"] = env["backend"].get("team")
-    for key in ("split", "render_mode", "encoder", "embed_dim", "backend", "reward_mode", "disabled_actions"):
-        env.pop(key, None)  # what the simulated team does not depend on
+    for key in ("split", "train_tasks", "render_mode", "encoder", "embed_dim", "backend", "reward_mode",
+                "disabled_actions"):
+        env.pop(key, None)  # what the references do not depend on (they draw their own episodes)
     root = Path(__file__).resolve().parents[1]
     payload = {"env": env, "profile": profile_to_dict(get_profile(config.backend.profile)), "seed": int(seed),
                "selection": REFERENCE_SELECTION, **({"context": context} if context != "hidden" else {}),

@@ -31,7 +31,7 @@ import zlib
 import numpy as np
 
 from topo_env.sim.profiles import SimProfile
-from topo_env.engine.tasks import DIFFICULTY_BUCKETS, Task, difficulty_bucket
+from topo_env.engine.tasks import DIFFICULTY_BUCKETS, Task, difficulty_bucket, draw_task_index
 
 SPLITS: dict[str, int] = {"train": 0, "eval": 1}
 
@@ -159,10 +159,13 @@ def _answer_strings(domain: str, n_labels: int, rng: random.Random, task_id: str
 
 
 class SimTaskSource:
-    """Deterministic simulated tasks of one profile: ``task(split, index)`` is always the same."""
+    """Deterministic simulated tasks of one profile: ``task(split, index)`` is always the same.
+    ``train_tasks`` K (the env's ``train_tasks``; None: every index): :meth:`sample` draws train
+    tasks among indices 0 .. K - 1 only (:func:`~topo_env.engine.tasks.draw_task_index`)."""
 
-    def __init__(self, profile: SimProfile):
+    def __init__(self, profile: SimProfile, train_tasks: int | None = None):
         self.profile = profile
+        self.train_tasks = train_tasks
         self._subject_cdf = np.cumsum(profile.subject_probs).tolist()
         self._subject_cdf[-1] = 1.0
 
@@ -213,4 +216,4 @@ class SimTaskSource:
         )
 
     def sample(self, rng: np.random.Generator, split: str) -> Task:
-        return self.task(split, int(rng.integers(2**31 - 1)))
+        return self.task(split, draw_task_index(rng, split, self.train_tasks))

@@ -42,7 +42,8 @@ class SimTeamBackend:
     concurrent = False
 
     def __init__(self, profile: SimProfile, team: tuple | None = None, roles: tuple[str, ...] | None = None,
-                 descriptors: bool = False, decision: DecisionMode | str = LLM_DECISION):
+                 descriptors: bool = False, decision: DecisionMode | str = LLM_DECISION,
+                 train_tasks: int | None = None):
         self.profile = profile
         self.decision = parse_decision(decision)  # the decision node, a vote or one agent (EnvConfig.decision)
         self.descriptors = descriptors  # DyTopo's NEED/OFFER lines in the replies (EnvConfig.descriptors)
@@ -50,7 +51,7 @@ class SimTeamBackend:
         self.roles = roles
         self._team_size = 0
         self.domain = profile.domain
-        self.tasks = SimTaskSource(profile)
+        self.tasks = SimTaskSource(profile, train_tasks)  # train_tasks: EnvConfig.train_tasks
         self._cdf = wrong_label_cdf(profile)
         self.task: Task | None = None
         self.noise: EpisodeNoise | None = None
@@ -64,7 +65,7 @@ class SimTeamBackend:
         """The simulated team of ``config.backend.profile`` (the ``"sim"`` factory of :mod:`topo_env.engine.backend_registry`)."""
         sim = config.backend  # a SimBackendConfig, or a plug-in's config naming a profile
         return cls(get_profile(sim.profile), getattr(sim, "team", None), config.roles, config.descriptors,
-                   settings_decision(config))
+                   settings_decision(config), config.train_tasks)
 
     # -- episode -------------------------------------------------------------------------
     def sample_task(self, rng: np.random.Generator, split: str) -> Task:
