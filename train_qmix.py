@@ -85,6 +85,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                      help="of the budget, calls for fine-tuning on the real team after the simulator (default: none)")
     s2r.add_argument("--sim-set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                      help="override a key of the training on the fitted team (configs/default.yaml's)")
+    s2r.add_argument("--explore-fixed", type=float, default=0.0, metavar="P",
+                     help="share of exploration episodes that play one fixed topology (solo, full, chain, star, "
+                          "debate) instead of random actions (default 0)")
     return p.parse_args(argv)
 
 
@@ -97,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
                          pictures=not args.no_pictures, source=f"config {args.config}", command=command)
     if args.sim2real:
         return main_sim2real(args, options)
-    if args.real_calls or args.finetune_calls or args.sim_set:
-        raise ConfigError("--real-calls, --finetune-calls and --sim-set belong to --sim2real")
+    if args.real_calls or args.finetune_calls or args.sim_set or args.explore_fixed:
+        raise ConfigError("--real-calls, --finetune-calls, --sim-set and --explore-fixed belong to --sim2real")
     if args.seeds:
         return main_seeds(args, options)
     if args.resume:  # with --init-from: refused in one line by learners.training
@@ -144,8 +147,11 @@ def main_sim2real(args: argparse.Namespace, options: RunOptions) -> int:
         raise ConfigError("--sim2real needs --real-calls N: the budget of real LLM calls for training")
     real = load_experiment(args.config, [*args.set, *([f"train.seed={args.seed}"] if args.seed is not None else [])])
     out = Path(args.out or f"runs/sim2real-seed{real.train.seed}")
+    if not 0.0 <= args.explore_fixed <= 1.0:
+        raise ConfigError(f"--explore-fixed {args.explore_fixed}: give a share between 0 and 1")
     return sim2real.run(real, out, args.real_calls, finetune_calls=args.finetune_calls or 0, sim_sets=args.sim_set,
-                        sim_episodes=args.episodes, progress=options.progress, command=options.command)
+                        sim_episodes=args.episodes, progress=options.progress, command=options.command,
+                        explore_fixed=args.explore_fixed)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ episodes (common random numbers, the batch simulator): the accuracy each predict
 paired standard error, and whether the fitted team orders every pair of topologies that differ by more
 than a point as the true team does. The fitted task difficulties are compared with the truth kept apart.
 
-    python -m experiments.held_back --out runs/held_back --teams 11 12 --seeds 0 1 2
+    python -m experiments.held_back --out runs/held_back --teams 11 12 --seeds 0 1 2 [--explore-fixed P]
 
 prints a table per team and writes ``OUT/held_back.json``.
 """
@@ -66,7 +66,7 @@ def fixed_accuracies(profile_path: Path, episodes: int, seed: int) -> dict[str, 
             for name in FIXED_BASELINES}
 
 
-def run_one(team_seed: int, seed: int, out: Path, real_calls: int, episodes: int) -> dict:
+def run_one(team_seed: int, seed: int, out: Path, real_calls: int, episodes: int, explore_fixed: float = 0.0) -> dict:
     folder = out / f"team{team_seed}-seed{seed}"
     folder.mkdir(parents=True, exist_ok=True)
     truth = write_profile(held_back_team(team_seed), folder / "truth.yaml")
@@ -76,7 +76,7 @@ def run_one(team_seed: int, seed: int, out: Path, real_calls: int, episodes: int
     try:
         recorded = real_calls // max_episode_calls(3, 2)  # as sim-to-real's recording affords them
         made = record_exploration(env, traces, recorded, seed=1000 * team_seed + seed, pool=DISTINCT_TASKS * recorded,
-                                  truth=hidden)
+                                  truth=hidden, fixed_share=explore_fixed)
     finally:
         env.close()
     fitted = fit_records(load_traces([traces]), get_profile(BASE), seed=seed)
@@ -127,10 +127,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--real-calls", type=int, default=10_000)
     parser.add_argument("--episodes", type=int, default=20_000)
+    parser.add_argument("--explore-fixed", type=float, default=0.0,
+                        help="share of exploration episodes that play a fixed topology (record_exploration)")
     args = parser.parse_args(argv)
     results = []
     for team in args.teams:
-        per_team = [run_one(team, seed, args.out, args.real_calls, args.episodes) for seed in args.seeds]
+        per_team = [run_one(team, seed, args.out, args.real_calls, args.episodes, args.explore_fixed)
+                    for seed in args.seeds]
         print_team(per_team)
         results.extend(per_team)
     (args.out / "held_back.json").write_text(json.dumps(results, indent=1))

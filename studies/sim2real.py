@@ -106,7 +106,7 @@ def max_episode_calls(n_agents: int, rounds: int, decision: str = "llm") -> int:
 
 
 def record(real: ExperimentConfig, path: Path, budget: int, seed: int, partial: dict | None = None,
-           keep: Callable[[dict], None] = lambda partial: None) -> dict:
+           keep: Callable[[dict], None] = lambda partial: None, explore_fixed: float = 0.0) -> dict:
     """Exploration episodes on the real team's train split until the next chunk could pass
     ``budget`` calls: chunks of at most :data:`RECORD_CHUNK` episodes on one task pool of
     :data:`DISTINCT_TASKS` times the episodes the budget affords (most episodes meet a task of their own), chunk ``c`` seeded by ``seed`` and
@@ -128,14 +128,14 @@ def record(real: ExperimentConfig, path: Path, budget: int, seed: int, partial: 
     try:
         while (size := done["size"] if done["played"] else min(RECORD_CHUNK, (budget - done["calls"]) // bound)) >= 1:
             record_chunk(env, path, size, seed * 1_000_003 + done["chunk"], pool, done, keep,
-                         real.runtime.episodes_in_flight)
+                         real.runtime.episodes_in_flight, explore_fixed)
     finally:
         env.close()
     return {**{key: done[key] for key in SPEND}, "pool": pool, "max_calls_per_episode": bound}
 
 
 def record_chunk(env: TopologyParallelEnv, path: Path, size: int, seed: int, pool: int, done: dict,
-                 keep: Callable[[dict], None], in_flight: int = 1) -> None:
+                 keep: Callable[[dict], None], in_flight: int = 1, explore_fixed: float = 0.0) -> None:
     """Chunk ``done["chunk"]`` of ``size`` episodes (:func:`record_exploration` with ``seed``), from
     its episode ``done["played"]`` on, its generator in state ``done["rng"]`` (None: at the start).
     After each episode ``done`` (also ``episodes``, ``calls``, ``tokens`` of the whole recording,
@@ -152,7 +152,7 @@ def record_chunk(env: TopologyParallelEnv, path: Path, size: int, seed: int, poo
         keep(dict(done))
 
     record_exploration(env, path, size - start["played"], seed=seed, pool=pool, rng_state=start["rng"],
-                       after_episode=after_episode, in_flight=in_flight)
+                       after_episode=after_episode, in_flight=in_flight, fixed_share=explore_fixed)
 
 
 def synced_size(path: Path) -> int:
@@ -189,22 +189,26 @@ def record_budget(real_calls: int, finetune: int, bound: int) -> int:
 
 
 def stage_inputs(real: ExperimentConfig, real_calls: int, finetune: int, sim_sets: Sequence[str],
-                 sim_episodes: int | None) -> dict[str, Any]:
+                 sim_episodes: int | None, explore_fixed: float = 0.0) -> dict[str, Any]:
     """What each stage's outcome depends on beyond the stages before it (:func:`fingerprints`): the
     recording on the real team, its seed and budget; the fit on nothing more; the training on the
     default config and ``--sim-set`` / ``--episodes``; the fine-tune and the evaluation on the whole
     real config and the budget."""
-    return {"record": {"env": real.env.to_dict(), "seed": real.train.seed, "calls": real_calls - finetune},
+    exploration = {"explore_fixed": explore_fixed} if explore_fixed else {}  # 0: the keys of runs made before it
+    return {"record": {"env": real.env.to_dict(), "seed": real.train.seed, "calls": real_calls - finetune,
+                       **exploration},
             "fit": {}, "train": {"default": load_experiment(DEFAULT_CONFIG).to_dict(), "sets": list(sim_sets),
                                  "episodes": sim_episodes},
             "finetune": {"config": real.to_dict(), "finetune": finetune}, "evaluate": {"budget": real_calls}}
 
 
 def run(real: ExperimentConfig, out: Path, real_calls: int, finetune_calls: int = 0, sim_sets: Sequence[str] = (),
-        sim_episodes: int | None = None, progress: bool = True, command: str | None = None) -> int:
+        sim_episodes: int | None = None, progress: bool = True, command: str | None = None,
+        explore_fixed: float = 0.0) -> int:
     """The sim-to-real route (module docstring) for the real team ``real`` into ``out`` on
     ``real_calls`` real LLM calls, ``finetune_calls`` of them for fine-tuning; ``sim_sets`` and
-    ``sim_episodes`` change the training on the fitted team. Returns 0; or, after Ctrl-C in any
+    ``sim_episodes`` change the training on the fitted team; ``explore_fixed``: the share of
+    exploration episodes that play a fixed topology (:func:`topo_env.fitting.explore.record_exploration`). Returns 0; or, after Ctrl-C in any
     stage, :data:`STOPPED` and one line on stdout: the stage, what is kept, and ``command`` (this
     call's command line; None: generic words) as what continues it. Rerun, the same call keeps each
     finished stage and continues the stopped one (:class:`Stages`)."""
@@ -212,7 +216,7 @@ def run(real: ExperimentConfig, out: Path, real_calls: int, finetune_calls: int 
     bound = max_episode_calls(real.env.n_agents, real.env.rounds, real.env.decision)
     budget = record_budget(real_calls, finetune, bound)
     out = output_dir(out)
-    stages = Stages(out, stage_inputs(real, real_calls, finetune, sim_sets, sim_episodes))
+    stages = Stages(out, stage_inputs(real, real_calls, finetune, sim_sets, sim_episodes, explore_fixed))
     traces, fitted, sim_run, ft_run = out / "traces.jsonl", out / "fitted.yaml", out / "sim_run", out / "finetune"
     again = command or "the same train_qmix.py --sim2real command again"
     quiet = RunOptions(progress=False, pictures=False, command=again, continue_with=again)
@@ -221,7 +225,8 @@ def run(real: ExperimentConfig, out: Path, real_calls: int, finetune_calls: int 
     started = time.perf_counter()
     try:
         # 1. record the real team; 2. fit a simulated team to its traces
-        recorded = stages.run("record", lambda partial: record(real, traces, budget, seed, partial, stages.keep))
+        recorded = stages.run("record", lambda partial: record(real, traces, budget, seed, partial, stages.keep,
+                                                               explore_fixed))
         fit = stages.run("fit", lambda _: fit_team(real, traces, fitted, recorded))
         # 3. train at simulator scale on the fitted team
         stages.run("train", lambda partial: train_stage(sim_training_config(real, fitted, sim_episodes, sim_sets),

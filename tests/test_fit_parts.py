@@ -74,12 +74,32 @@ def test_record_exploration_contract(traces, tmp_path):
     ({"episodes": 2.5}, r"episodes=2\.5"),
     ({"seed": "1"}, r"seed='1'; give an integer"),
     ({"pool": 0}, r"pool=0; give an integer >= 1"),
+    ({"fixed_share": 1.5}, r"fixed_share=1\.5; give a share between 0 and 1"),
 ])
 def test_record_exploration_bad_input(kwargs, match, tmp_path):
     args = {"episodes": 2, "seed": 0, "pool": None, **kwargs}
     with pytest.raises(ConfigError, match=match):
         record_exploration(topo_env.parallel_env(profile="mmlu_pro"), tmp_path / "t.jsonl", **args)
     assert not (tmp_path / "t.jsonl").exists()
+
+
+def no_messages(record: dict) -> bool:
+    return not any(any(map(any, r["adjacency"])) for r in record["rounds"])
+
+
+def test_record_exploration_plays_fixed_topologies_at_the_share_asked(tmp_path):
+    """fixed_share 1: every episode is one of the five fixed topologies (few graphs; solo, a graph
+    random actions never play, in about a fifth); 0.5: about half the episodes, the rest random."""
+    all_fixed, half = tmp_path / "fixed.jsonl", tmp_path / "half.jsonl"
+    record_exploration(topo_env.parallel_env(profile="mmlu_pro", rounds=2), all_fixed, 200, seed=5, fixed_share=1.0)
+    records = load_traces([all_fixed])
+    graphs = {json.dumps(r["adjacency"]) for rec in records for r in rec["rounds"]}
+    assert len(graphs) <= 12
+    assert 0.12 < sum(map(no_messages, records)) / len(records) < 0.30
+    record_exploration(topo_env.parallel_env(profile="mmlu_pro", rounds=2), half, 400, seed=5, fixed_share=0.5)
+    records = load_traces([half])
+    assert len({json.dumps(r["adjacency"]) for rec in records for r in rec["rounds"]}) > 30
+    assert 0.05 < sum(map(no_messages, records)) / len(records) < 0.16
 
 
 # ------------------------------------------------------------------------------------------------

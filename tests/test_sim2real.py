@@ -112,3 +112,16 @@ def test_it_sets_the_fitted_teams_predictions_against_what_the_real_team_scored(
     printed = capsys.readouterr().out
     assert "predicted" in printed and "beyond 2 SE" in printed and "debate" in printed
     assert json.loads((out / "results.json").read_text())["sim2real"]["predicted_vs_measured"] == list(rows.values())
+
+
+def test_a_share_of_fixed_topologies_in_the_exploration_is_an_input_of_the_recording_only():
+    """--explore-fixed P changes what the record stage depends on (a rerun with another P records
+    afresh) and nothing else; P = 0 leaves the keys of runs made before the option existed."""
+    from learners.config import DEFAULT_CONFIG, load_experiment
+
+    real = load_experiment(DEFAULT_CONFIG)
+    before = sim2real.stage_inputs(real, 4000, 0, (), None)
+    assert sim2real.stage_inputs(real, 4000, 0, (), None, 0.0) == before and "explore_fixed" not in before["record"]
+    mixed = sim2real.stage_inputs(real, 4000, 0, (), None, 0.3)
+    assert mixed["record"] == {**before["record"], "explore_fixed": 0.3}
+    assert {k: v for k, v in mixed.items() if k != "record"} == {k: v for k, v in before.items() if k != "record"}

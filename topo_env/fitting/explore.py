@@ -21,7 +21,8 @@ import numpy as np
 
 from topo_env.engine.traces import append_trace, episode_record, truth_record
 from topo_env.frontends.inflight import EpisodesInFlight, sibling_envs
-from topo_env.references.baselines import env_decision_calls, episode_calls, step_calls
+from topo_env.references.baselines import (FIXED_BASELINES, env_decision_calls, episode_calls, fixed_joint_action,
+                                           step_calls)
 from topo_env.engine.config_checks import ConfigError
 
 EPISODES_PER_TASK = 3
@@ -41,9 +42,17 @@ def _whole(value, name: str, low: int | None) -> int:
 
 
 def record_exploration(env, path, episodes: int, seed: int, pool: int | None = None, rng_state: dict | None = None,
-                       after_episode: Callable[[dict], None] | None = None, truth=None, in_flight: int = 1) -> dict:
+                       after_episode: Callable[[dict], None] | None = None, truth=None, in_flight: int = 1,
+                       fixed_share: float = 0.0) -> dict:
     """Play ``episodes`` episodes of uniform random joint actions on ``env`` (a
     :class:`topo_env.frontends.parallel_env.TopologyParallelEnv`, any backend) and append their traces to ``path``.
+
+    ``fixed_share`` p: each episode is, with probability p, one fixed topology played every round
+    (:data:`~topo_env.references.baselines.FIXED_BASELINES` whose actions the mask allows, drawn
+    uniformly) instead of random actions. Random joint actions almost never play a round without
+    messages (3 of 764 rounds in the SmolLM2 team's 382 recorded episodes), so without such episodes
+    the fit never sees solo, the topology it then mispredicts most (docs/results.md). p = 0 draws
+    exactly what it drew before the option existed.
 
     Randomness: one ``numpy.random.default_rng(seed)`` draws, per episode, the task (an index in
     ``range(pool)`` of the train split: ``reset(options={"task": index, "split": "train"})``), the
@@ -71,6 +80,8 @@ def record_exploration(env, path, episodes: int, seed: int, pool: int | None = N
     seed = _whole(seed, "seed", None)
     pool = default_pool(episodes) if pool is None else _whole(pool, "pool", 1)
     in_flight = _whole(in_flight, "in_flight", 1)
+    if isinstance(fixed_share, bool) or not isinstance(fixed_share, (int, float)) or not 0.0 <= fixed_share <= 1.0:
+        raise ConfigError(f"record_exploration: fixed_share={fixed_share!r}; give a share between 0 and 1")
     rng = np.random.default_rng(seed)
     if rng_state is not None:
         rng.bit_generator.state = rng_state
@@ -82,7 +93,12 @@ def record_exploration(env, path, episodes: int, seed: int, pool: int | None = N
         task = int(rng.integers(pool))
         observations, _ = slot_env.reset(seed=int(rng.integers(2**31 - 1)), options={"task": task, "split": "train"})
         valid = {a: np.flatnonzero(np.asarray(observations[a]["action_mask"])) for a in slot_env.agents}
-        joint = [{a: int(rng.choice(valid[a])) for a in slot_env.agents} for _ in range(slot_env.rounds)]
+        fixed = fixed_topologies(slot_env, valid) if fixed_share > 0 and rng.random() < fixed_share else None
+        if fixed:
+            actions = fixed[int(rng.integers(len(fixed)))]
+            joint = [dict(zip(slot_env.agents, map(int, actions))) for _ in range(slot_env.rounds)]
+        else:
+            joint = [{a: int(rng.choice(valid[a])) for a in slot_env.agents} for _ in range(slot_env.rounds)]
         state_after[j] = rng.bit_generator.state
         return _random_episode(slot_env, joint, truth is not None)
 
@@ -101,6 +117,14 @@ def record_exploration(env, path, episodes: int, seed: int, pool: int | None = N
         for sibling in envs[1:]:
             sibling.close()
     return {"episodes": episodes, "calls": calls, "tokens": tokens}
+
+
+def fixed_topologies(env, valid: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The (N,) joint actions of the fixed topologies (:data:`FIXED_BASELINES`, the team's roles) whose
+    every action is in ``valid`` (agent -> its allowed actions)."""
+    roles = env.unwrapped.config.roles
+    joints = [fixed_joint_action(name, len(env.agents), roles) for name in FIXED_BASELINES]
+    return [j for j in joints if all(int(a) in valid[agent] for agent, a in zip(env.agents, j))]
 
 
 async def _random_episode(env, joint: list[dict], with_truth: bool) -> tuple[dict, dict | None, int, int]:
