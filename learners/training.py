@@ -39,7 +39,7 @@ from learners.batch_runner import BatchStats, EpisodeBatch
 from learners.buffer import EpisodeReplayBuffer, ReplayEpisode
 from learners.config import ExperimentConfig, moved_key
 from learners.distributed import require_ray  # imports Ray only when runtime.ray is set
-from learners.evaluation import QMIXPolicy, evaluate as evaluate_policy, load_checkpoint
+from learners.evaluation import QMIXPolicy, evaluate as evaluate_policy, load_checkpoint, references_apply
 from topo_env.frontends.inflight import sibling_envs
 from learners.learner import QMIXLearner
 from learners.report import HeldOut, LogWindow, add_curve_point, curve_episodes, evaluate_held_out, print_report, save_results
@@ -57,6 +57,7 @@ from topo_env.engine.seeding import REPLAY_STREAM, VALIDATION_SEED_OFFSET, episo
 from topo_env.frontends.comm_actions import N_ACTIONS
 from topo_env.frontends.parallel_env import TopologyParallelEnv
 from topo_env.frontends.vector_env import SimVectorEnv
+from topo_env.references.headroom import search_in_background
 
 STOPPED = INTERRUPTED_STATUS
 """The exit status of a run stopped early, by Ctrl-C in any stage or by a budget (130, as a shell
@@ -125,6 +126,11 @@ def train(cfg: ExperimentConfig, out_dir: str | Path, options: RunOptions = RunO
     if setting_up.requested:
         say_stopped_in(run, "setting up the run")
         return run
+    if references_apply(cfg):  # the held-out yardstick, searched on another core while the run trains
+        run.reference_search = search_in_background(cfg.env)
+        if run.reference_search is not None and options.progress:
+            print("references: searching the held-out headroom references in a second process while the run "
+                  "trains (cached for later runs)", file=sys.stderr)
     if cfg.sim_scale.teacher_episodes and options.checkpoint is None and not options.init_from:  # before TD learning
         try:
             distil_teacher(run, options.progress)
@@ -175,7 +181,10 @@ def train(cfg: ExperimentConfig, out_dir: str | Path, options: RunOptions = RunO
 def evaluate(run: TrainingRun, progress: bool = True) -> HeldOut:
     """The trained run's held-out comparison: its network (the validation's pick, and the last
     one where they differ), every fixed topology and the references on the same
-    ``train.eval_episodes`` held-out episodes of its seed (:func:`learners.report.evaluate_held_out`)."""
+    ``train.eval_episodes`` held-out episodes of its seed (:func:`learners.report.evaluate_held_out`),
+    after the references' search beside the training (if any) ends."""
+    if run.reference_search is not None:
+        run.reference_search.join()
     return evaluate_held_out(run, progress=progress)
 
 

@@ -78,7 +78,9 @@ class TrainingRun:
     ``committed``: the episodes the learner and the replay hold, and ``untouched`` whether they hold
     exactly those (no later episode half stored); ``started``: when this process's part of the
     TD training began (``time.perf_counter``); ``saved``: the episode of the run's latest
-    checkpoint on disk (None: none yet); ``stopped``: Ctrl-C or a budget ended it early, and
+    checkpoint on disk (None: none yet); ``reference_search``: the process searching the held-out
+    headroom references beside the training (:func:`topo_env.references.headroom.search_in_background`;
+    None: cached, or not scored); ``stopped``: Ctrl-C or a budget ended it early, and
     ``stop_reason`` which ("interrupted" or "budget"); ``command`` and ``continue_with``: as in
     :class:`learners.training.RunOptions` (what the closing lines tell to run)."""
     cfg: ExperimentConfig
@@ -97,6 +99,7 @@ class TrainingRun:
     untouched: bool = True
     started: float = 0.0
     saved: int | None = None
+    reference_search: Any = None
     stopped: bool = False
     stop_reason: str | None = None
     command: str | None = None

@@ -406,6 +406,14 @@ def evaluate_on_real(real: ExperimentConfig, run: Path, progress: bool = True) -
     episodes at a time (each episode's figures are the sequential evaluation's): ``(results, paired,
     headroom)``. The run's network is built from its own config; it must read the real team's
     observations (:data:`learners.evaluation.OBSERVATION_LAYOUT`)."""
+    results, _, _, paired, headroom = compare_on_real(real, run, progress)
+    return results, paired, headroom
+
+
+def compare_on_real(real: ExperimentConfig, run: Path, progress: bool = True):
+    """:func:`evaluate_on_real` with everything :func:`learners.evaluation.held_out_comparison` returns:
+    ``(results, traces, rewards, paired, headroom)`` (``traces``: per policy its episodes' traces in
+    held-out order, for pairing episode by episode with another evaluation of the same tasks)."""
     run_cfg, checkpoint = load_checkpoint(run)
     differs = layout_difference(real, run_cfg, OBSERVATION_LAYOUT)
     if differs:
@@ -413,9 +421,8 @@ def evaluate_on_real(real: ExperimentConfig, run: Path, progress: bool = True) -
     eval_env = TopologyParallelEnv(dataclasses.replace(real.env, split="eval"))
     agent = agent_from_checkpoint(checkpoint, run_cfg, space_dims(eval_env)[0])
     siblings = sibling_envs(eval_env, real.runtime.episodes_in_flight)[1:]
-    results, _, _, paired, headroom = held_out_comparison(real, [QMIXPolicy(agent, torch.device("cpu"))], eval_env,
-                                                          siblings=siblings, progress=progress)
-    return results, paired, headroom
+    return held_out_comparison(real, [QMIXPolicy(agent, torch.device("cpu"))], eval_env, siblings=siblings,
+                               progress=progress)
 
 
 def simulated_team(real: ExperimentConfig, profile: str | Path, split: str = "train") -> EnvConfig:

@@ -63,7 +63,8 @@ def test_headroom_references_are_searched_for_a_team_of_four_over_three_rounds()
     sim = CommBatchSimulator(get_profile("humaneval"), 4, 3)
     assert not headroom.exhaustive_feasible(sim)
     refs, selection = headroom.select_searched_references(sim, seed=0, samples=300, rerank_samples=600,
-                                                          progress=False, max_sweeps=1)
+                                                          progress=False, max_sweeps=1, context_starts=2,
+                                                          adaptive_starts=2)
     n_class = len(headroom.outcome_names(4))
     assert refs.fixed.shape == (3, 4) and refs.adaptive.shape == (len(refs.contexts), 3, n_class, 4)
     sel = selection["selection"]
@@ -71,3 +72,43 @@ def test_headroom_references_are_searched_for_a_team_of_four_over_three_rounds()
     assert headroom.References.from_dict(json.loads(json.dumps(refs.to_dict()))).to_dict() == refs.to_dict()
     played = headroom.play_references(sim, refs, *oracle.sample_episodes(sim, 200, 0, "eval"))
     assert set(played) == {"best_fixed", "context_only", "adaptive"}
+
+
+def test_context_shortlist_keeps_each_contexts_best_distinct_policies():
+    """The candidates a searched reference is re-ranked among: per context the ``size`` best distinct policies
+    offered (a policy offered twice counts once), best first; a context offered fewer fills with its own
+    fallback policy."""
+    from topo_env.references.headroom import ContextShortlist
+
+    shortlist = ContextShortlist(n_context=2, size=2)
+    policy = lambda a: np.full((2, 3, 3), a, dtype=np.int64)  # noqa: E731
+    for a, score in [(0, 1.0), (1, 3.0), (1, 3.0), (2, 2.0), (3, 0.5), (4, 2.5), (5, -1.0)]:
+        shortlist.offer(0, policy(a), score)
+    shortlist.offer(1, policy(7), 0.0)
+    fallback = np.stack([policy(9), policy(8)])
+    stacked = shortlist.stacked(fallback)
+    assert stacked.shape == (2, 2, 2, 3, 3)
+    assert [int(stacked[0, k, 0, 0, 0]) for k in range(2)] == [1, 4]
+    assert [int(stacked[1, k, 0, 0, 0]) for k in range(2)] == [7, 8]
+
+
+def test_references_searched_in_a_second_process_are_the_ones_searched_here(tmp_path, monkeypatch):
+    """Training searches the held-out references beside itself (``search_in_background``, a spawned
+    process): the child uses this process's selection sizes (read when it starts), caches exactly the
+    references a search here finds, and a cached team starts no process."""
+    from topo_env.frontends.env_config import EnvConfig
+    from topo_env.references import headroom
+
+    monkeypatch.setenv("TOPOMARL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(headroom, "REFERENCE_SELECTION",
+                        {**headroom.REFERENCE_SELECTION, "samples": 300, "rerank_samples": 600})
+    config = EnvConfig.from_dict({"rounds": 1})
+    process = headroom.search_in_background(config)
+    assert process is not None
+    process.join(timeout=300)
+    assert process.exitcode == 0
+    from_child, cached = headroom.cached_references(config, progress=False)
+    assert cached
+    here, cached_here = headroom.cached_references(config, progress=False, cache_dir=tmp_path / "fresh")
+    assert not cached_here and here.to_dict() == from_child.to_dict()
+    assert headroom.search_in_background(config) is None

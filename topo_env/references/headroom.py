@@ -26,9 +26,12 @@ noise and adversary placements), two references:
 That is the search for N = 3, T <= 2 (every sequence enumerated). For any other team the same three references
 are searched by coordinate ascent (:func:`select_searched_references`, on the same episodes); policies are
 (T, K, N) arrays for any T (:class:`References`: round t >= 1 after each outcome class of round t - 1). On
-mmlu_pro, N = 3, T = 2 (seed 0, 20,000 held-out episodes) the searched ``best_fixed`` is the enumerated one
-and the searched ``adaptive`` earns 0.0347 of the enumerated one's 0.0386 headroom (searched minus
-enumerated: -0.0039, paired SE about 0.0017): it is a lower bound of what adapting earns.
+N = 3, T = 2 (seed 0, 20,000 held-out episodes; ``python -m experiments.searched_references_check``) the
+searched ``best_fixed`` and ``context_only`` are the enumerated ones, and the searched ``adaptive`` is
++0.0013 (paired SE 0.0009) from the enumerated one on mmlu_pro but -0.0039 (0.0012) on humaneval, whose
+best closed-loop policies need a first round that pays only with second rounds of its own (the
+enumeration pairs every first round with its best second round per class; a climb changes one at a
+time). It is a lower bound of what adapting earns.
 
 Everything goes through :class:`~topo_env.sim.batch.BatchSimulator`'s public API and the fields of
 :class:`~topo_env.sim.batch.TaskArrays`, so the measurement works unchanged when the model changes;
@@ -350,24 +353,30 @@ def exhaustive_feasible(sim: CommBatchSimulator) -> bool:
 def select_searched_references(sim: CommBatchSimulator, seed: int = 0, samples: int = DEFAULT_HEADROOM_SAMPLES,
                                rerank_samples: int = DEFAULT_LARGE_SAMPLES, progress: bool = True,
                                context: Callable[[TaskArrays, np.ndarray], np.ndarray] = hidden_context,
-                               max_sweeps: int = search.MAX_SWEEPS) -> tuple[References, dict[str, Any]]:
+                               max_sweeps: int = search.MAX_SWEEPS,
+                               context_shortlist: int = DEFAULT_CONTEXT_SHORTLIST,
+                               context_starts: int = 12, adaptive_starts: int = 3) -> tuple[References, dict[str, Any]]:
     """The references of :func:`select_references` for a team of any size and number of rounds, searched
     instead of enumerated (:mod:`topo_env.references.search`'s coordinate ascent with common random numbers),
     on the same "train" and "rerank" episodes of ``seed``:
 
     * ``best_fixed``: :func:`topo_env.references.search.best_fixed_sequence`'s climbs on "train", its leaders
       and the baselines re-ranked on "rerank";
-    * ``context_only``: per context an open-loop sequence, climbed from ``best_fixed`` one round's joint action
-      (over :func:`joint_library`), then one (round, agent) action, at a time: each candidate is played by every
+    * ``context_only``: per context an open-loop sequence, climbed one round's joint action (over
+      :func:`joint_library`), then one (round, agent) action, at a time: each candidate is played by every
       context at once (each episode plays its own context's sequence) and each context keeps the best on its
-      own episodes;
-    * ``adaptive``: per context a (T, K, N) policy climbed from its ``context_only`` sequence the same way, per
-      (round, outcome class of the round before): its joint action, then each agent's; a context whose
-      episodes meet that class fewer than :data:`MIN_CLASS_EPISODES` times keeps its entry.
+      own episodes. Climbs start from ``best_fixed`` and from the baselines and uniform sequences
+      (:func:`topo_env.references.search.starting_sequences`; ``context_starts`` climbs in all);
+    * ``adaptive``: per context a (T, K, N) policy climbed the same way, per (round, outcome class of the round
+      before): its joint action, then each agent's; a context whose episodes meet that class fewer than
+      :data:`MIN_CLASS_EPISODES` times keeps its entry. It climbs from each context's ``adaptive_starts``
+      best open-loop sequences (a first round that pays only with its own second rounds is out of reach of
+      one climb from the best open-loop sequence).
 
-    Each context then keeps, on the "rerank" episodes, the best of ``best_fixed``, its ``context_only`` and
-    (for ``adaptive``) its adaptive policy, as :func:`select_references` does. Returns the references and the
-    selection figures of :func:`select_references`."""
+    Each climb keeps per context the ``context_shortlist`` best distinct policies it met on "train"
+    (:class:`ContextShortlist`); each context then keeps, on the "rerank" episodes, the best of ``best_fixed``
+    and its open-loop ones (``context_only``), and of all of them (``adaptive``), as :func:`select_references`
+    does with its candidates. Returns the references and the selection figures of :func:`select_references`."""
     train, rerank, known, train_ctx, rerank_ctx = _selection_episodes(sim, seed, samples, rerank_samples, context)
     n_context, n_class = len(known), len(outcome_names(sim.n))
     found = search.best_fixed_sequence(sim, seed=seed, samples=samples, rerank_samples=rerank_samples, eval_samples=1,
@@ -377,16 +386,29 @@ def select_searched_references(sim: CommBatchSimulator, seed: int = 0, samples: 
     policies = np.broadcast_to(fixed_policy, (n_context, *fixed_policy.shape)).copy()  # (C, T, K, N)
     # open loop (every class at once): whole joint actions, then one agent at a time
     coordinates = [(t, None, i) for t in range(sim.rounds) for i in (None, *range(sim.n))]
+    open_loop = ContextShortlist(n_context, context_shortlist)
     policies = _climb_per_context(sim, policies, coordinates, train, train_ctx, n_context, max_sweeps, progress,
-                                  "context only")
-    context_only = policies.copy()
+                                  "context only", open_loop)
+    # more open-loop climbs, from the baselines and the uniform sequences: one climb from the best fixed
+    # sequence stops where a better sequence needs two rounds changed at once
+    others = [start for start in search.starting_sequences(sim) if not np.array_equal(start, fixed)]
+    for k, start in enumerate(others[:max(context_starts - 1, 0)]):
+        start_policies = np.broadcast_to(open_loop_policy(start, n_class), policies.shape).copy()
+        _climb_per_context(sim, start_policies, coordinates, train, train_ctx, n_context, max_sweeps, progress,
+                           f"context only (start {k + 2})", open_loop)
     closed = [(0, None, i) for i in (None, *range(sim.n))] + [
         (t, k, i) for t in range(1, sim.rounds) for k in range(n_class) for i in (None, *range(sim.n))]
-    adaptive = _climb_per_context(sim, policies, closed, train, train_ctx, n_context, max_sweeps, progress, "adaptive")
-    candidates = np.stack([np.broadcast_to(fixed_policy, context_only.shape), context_only, adaptive], axis=1)
+    closed_loop = ContextShortlist(n_context, context_shortlist)
+    open_candidates = open_loop.stacked(policies)
+    for start in range(min(adaptive_starts, context_shortlist)):
+        _climb_per_context(sim, open_candidates[:, start], closed, train, train_ctx, n_context, max_sweeps, progress,
+                           f"adaptive (start {start + 1})", closed_loop)
+    fixed_slot = np.broadcast_to(fixed_policy, (n_context, 1, *fixed_policy.shape))
+    candidates = np.concatenate([fixed_slot, open_candidates, closed_loop.stacked(policies)], axis=1)
     slot_rewards = rerank_candidates(sim, candidates, rerank_ctx, *rerank)
-    slot_sums = np.stack([np.bincount(rerank_ctx, weights=r, minlength=n_context) for r in slot_rewards])  # (3, C)
-    adaptive_slot, context_slot = slot_sums.argmax(axis=0), slot_sums[:2].argmax(axis=0)
+    slot_sums = np.stack([np.bincount(rerank_ctx, weights=r, minlength=n_context) for r in slot_rewards])  # (L, C)
+    adaptive_slot = slot_sums.argmax(axis=0)
+    context_slot = slot_sums[:1 + context_shortlist].argmax(axis=0)  # best fixed and the open-loop ones
     references = References(fixed, known.astype(np.int64), candidates[np.arange(n_context), adaptive_slot],
                             candidates[np.arange(n_context), context_slot])
     rows = np.arange(len(rerank_ctx))
@@ -408,14 +430,47 @@ def joint_library(sim: CommBatchSimulator) -> np.ndarray:
     return np.unique(np.stack(rows), axis=0)
 
 
+class ContextShortlist:
+    """Per context the ``size`` best distinct (T, K, N) policies a climb met, by their reward summed over
+    the context's "train" episodes: the candidates the "rerank" episodes then choose among, as the
+    enumerated search's ``context_shortlist`` are (choosing on the climb's own episodes alone overfits a
+    context with few of them)."""
+
+    def __init__(self, n_context: int, size: int):
+        self.size = int(size)
+        self.entries: list[dict[bytes, tuple[float, np.ndarray]]] = [{} for _ in range(n_context)]
+
+    def offer(self, context: int, policy: np.ndarray, score: float) -> None:
+        """Keep ``policy`` (copied) for ``context`` if it is among the best ``size`` met so far."""
+        kept = self.entries[context]
+        key = policy.tobytes()
+        if key in kept:
+            return
+        kept[key] = (float(score), policy.copy())
+        if len(kept) > 2 * self.size:
+            for drop in sorted(kept, key=lambda k: kept[k][0])[:len(kept) - self.size]:
+                del kept[drop]
+
+    def stacked(self, fill: np.ndarray) -> np.ndarray:
+        """(C, size, T, K, N): each context's best first (ties: the first met); a context with fewer
+        repeats ``fill[c]`` ((C, T, K, N)) in the empty slots."""
+        out = np.repeat(np.asarray(fill)[:, None], self.size, axis=1).copy()
+        for c, kept in enumerate(self.entries):
+            ranked = sorted(kept.values(), key=lambda entry: -entry[0])[:self.size]
+            for slot, (_, policy) in enumerate(ranked):
+                out[c, slot] = policy
+        return out
+
+
 def _climb_per_context(sim: CommBatchSimulator, policies: np.ndarray, coordinates: list, episodes: Any,
                        episode_context: np.ndarray, n_context: int, max_sweeps: int, progress: bool,
-                       what: str) -> np.ndarray:
+                       what: str, shortlist: ContextShortlist | None = None) -> np.ndarray:
     """Coordinate ascent of the (C, T, K, N) ``policies``, every context at once (see
     :func:`select_searched_references`). A coordinate (t, k, i) is agent i's action in round t after outcome
     class k of round t - 1 (k None: after every class; i None: the whole joint action, a block move over
     :func:`joint_library`). A context takes a candidate only where it beats the current policy on its own
-    episodes (and, for one class, where at least :data:`MIN_CLASS_EPISODES` of them meet that class)."""
+    episodes (and, for one class, where at least :data:`MIN_CLASS_EPISODES` of them meet that class).
+    ``shortlist``, if given, is offered every candidate a context could take."""
     policies = policies.copy()
     tasks, noise, adversaries = episodes
     rows, library = np.arange(len(episode_context)), joint_library(sim)
@@ -447,10 +502,11 @@ def _climb_per_context(sim: CommBatchSimulator, policies: np.ndarray, coordinate
                     reward = sim.finish(state, tasks, noise).reward
                     sums.append(np.bincount(episode_context, weights=reward, minlength=n_context))
                 sums = np.stack(sums)  # (1 + candidates, C)
+                allowed = np.ones(n_context, bool) if seen is None else seen >= MIN_CLASS_EPISODES
+                if shortlist is not None:
+                    _offer_candidates(shortlist, policies, where, values, sums, allowed)
                 best = sums[1:].argmax(axis=0)
-                better = sums[1 + best, np.arange(n_context)] > sums[0] + 1e-12
-                if seen is not None:
-                    better &= seen >= MIN_CLASS_EPISODES
+                better = (sums[1 + best, np.arange(n_context)] > sums[0] + 1e-12) & allowed
                 for c in np.flatnonzero(better):
                     policies[(c,) + where[1:]] = values[best[c]]
                 changed = changed or bool(better.any())
@@ -458,6 +514,21 @@ def _climb_per_context(sim: CommBatchSimulator, policies: np.ndarray, coordinate
             if not changed:
                 break
     return policies
+
+
+def _offer_candidates(shortlist: ContextShortlist, policies: np.ndarray, where: tuple, values: np.ndarray,
+                      sums: np.ndarray, allowed: np.ndarray) -> None:
+    """Offer ``shortlist`` each context's ``shortlist.size`` best of one coordinate's trials: ``sums``
+    (1 + V, C), row 0 the current ``policies``, row 1 + v the policies with ``where`` set to ``values[v]``;
+    a context not ``allowed`` to change this coordinate is offered its current policy only."""
+    size = min(shortlist.size, len(sums))
+    top = np.argsort(-sums, axis=0, kind="stable")[:size]  # (size, C)
+    for c in range(sums.shape[1]):
+        for row in (top[:, c] if allowed[c] else (0,)):
+            policy = policies[c].copy()
+            if row > 0:
+                policy[where[1:]] = values[row - 1]
+            shortlist.offer(c, policy, sums[row, c])
 
 
 def measure_headroom(profile_name: str, rounds: int = 2, adversary: str = "none",
@@ -623,10 +694,10 @@ def reference_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "topomarl"
 
 
-def references_key(config: EnvConfig, seed: int = 0, context: str = "hidden") -> str:
+def references_key(config: EnvConfig, seed: int = 0, context: str = "hidden", selection: dict | None = None) -> str:
     """A digest of everything :func:`cached_references` depends on: the simulated team the config
-    builds (its resolved profile, team, roles, adversaries, reward), the selection settings and
-    the code of :data:`MODEL_SOURCES`."""
+    builds (its resolved profile, team, roles, adversaries, reward), the selection settings
+    (``selection``, default :data:`REFERENCE_SELECTION`) and the code of :data:`MODEL_SOURCES`."""
     env = config.to_dict()
     env["team"] = env["backend"].get("team")
     for key in ("split", "train_tasks", "render_mode", "encoder", "embed_dim", "backend", "reward_mode",
@@ -634,24 +705,55 @@ def references_key(config: EnvConfig, seed: int = 0, context: str = "hidden") ->
         env.pop(key, None)  # what the references do not depend on (they draw their own episodes)
     root = Path(__file__).resolve().parents[1]
     payload = {"env": env, "profile": profile_to_dict(get_profile(config.backend.profile)), "seed": int(seed),
-               "selection": REFERENCE_SELECTION, **({"context": context} if context != "hidden" else {}),
+               "selection": selection or REFERENCE_SELECTION, **({"context": context} if context != "hidden" else {}),
                "code": [hashlib.sha256((root / f).read_bytes()).hexdigest() for f in MODEL_SOURCES]}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
+def references_path(config: EnvConfig, seed: int = 0, context: str = "hidden", cache_dir: Path | None = None,
+                    selection: dict | None = None) -> Path:
+    """Where :func:`cached_references` keeps (or will keep) the references of ``config``'s team."""
+    return (cache_dir or reference_cache_dir()) / f"references-{references_key(config, seed, context, selection)}.json"
+
+
+def search_in_background(config: EnvConfig, seed: int = 0, context: str = "hidden"):
+    """Start :func:`cached_references` for ``config``'s team in a second process (a daemon; ``spawn``, so
+    nothing of this process's threads is copied) unless the cache already holds them, and return the
+    process (None where there is nothing to search). The caller ``join()``s it before it needs them; the
+    references are those :func:`cached_references` finds in this process, bit for bit (a search depends
+    on its seeds only). A process that fails leaves no file, and the caller's own call searches."""
+    import multiprocessing
+
+    if context not in CONTEXTS:
+        raise ValueError(f"context={context!r}: must be one of {list(CONTEXTS)}")
+    selection = dict(REFERENCE_SELECTION)  # as this process reads it now: the child imports the module afresh
+    if references_path(config, seed, context, selection=selection).is_file():
+        return None
+    process = multiprocessing.get_context("spawn").Process(target=_search_quietly, args=(config, seed, context, selection),
+                                                           name=f"topomarl-references-{context}", daemon=True)
+    process.start()
+    return process
+
+
+def _search_quietly(config: EnvConfig, seed: int, context: str, selection: dict) -> None:
+    cached_references(config, seed, progress=False, context=context, selection=selection)
+
+
 def cached_references(config: EnvConfig, seed: int = 0, progress: bool = True,
-                      cache_dir: Path | None = None, context: str = "hidden") -> tuple[References, bool]:
+                      cache_dir: Path | None = None, context: str = "hidden",
+                      selection: dict | None = None) -> tuple[References, bool]:
     """The headroom references of the simulated team ``config`` builds (enumerated for N = 3, T <= 2, else
     searched), selected as ``python -m topo_env.references.oracle_cli --headroom`` selects them (seed ``seed``),
     from the cache when an
     earlier run computed them (key: :func:`references_key`). ``context="readable"``: the same
     search with what the task text tells (:func:`readable_context`), the teacher of training.
-    Returns them and whether they came from the cache. Raises ValueError for a setting the search
-    does not cover."""
+    ``selection``: the search's sizes (default :data:`REFERENCE_SELECTION`). Returns them and whether they
+    came from the cache. Raises ValueError for a setting the search does not cover."""
     if context not in CONTEXTS:
         raise ValueError(f"context={context!r}: must be one of {list(CONTEXTS)}")
-    directory = cache_dir or reference_cache_dir()
-    path = directory / f"references-{references_key(config, seed, context)}.json"
+    selection = selection or REFERENCE_SELECTION
+    path = references_path(config, seed, context, cache_dir, selection)
+    directory = path.parent
     if path.is_file():
         try:
             return References.from_dict(json.loads(path.read_text())), True
@@ -660,13 +762,13 @@ def cached_references(config: EnvConfig, seed: int = 0, progress: bool = True,
     sim = CommBatchSimulator.from_config(config)
     chooser = hidden_context if context == "hidden" else readable_context(sim.profile, seed)
     if exhaustive_feasible(sim):
-        references, _ = select_references(sim, seed=seed, progress=progress, context=chooser, **REFERENCE_SELECTION)
+        references, _ = select_references(sim, seed=seed, progress=progress, context=chooser, **selection)
     else:
-        references, _ = select_searched_references(sim, seed, REFERENCE_SELECTION["samples"],
-                                                   REFERENCE_SELECTION["rerank_samples"], progress, chooser)
+        references, _ = select_searched_references(sim, seed, selection["samples"], selection["rerank_samples"],
+                                                   progress, chooser)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(references.to_dict()))
         tmp.replace(path)
     except OSError:
