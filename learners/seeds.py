@@ -29,7 +29,7 @@ from tqdm import tqdm
 from learners.config import ExperimentConfig
 from learners.evaluation import read_checkpoint
 from learners.child import child_status, killed_by, run_logged, start_child
-from learners.training import RESUME_OVERRIDABLE, STOPPED, RunOptions, effective_config
+from learners.training import RESUME_OVERRIDABLE, STOPPED, RunOptions, effective_config, search_references_once
 from topo_env.engine.cli import RunError, format_table
 from topo_env.engine.config_checks import ConfigError
 from topo_env.engine.user_files import output_dir, read_json_file, write_text_atomically
@@ -198,6 +198,8 @@ def run_seeds(cfg: ExperimentConfig, seeds: Sequence[int], out_dir: Path, jobs: 
     plans = plan_seeds(cfg, seeds, out_dir)
     print(describe_plan(out_dir, plans), file=sys.stderr)
     todo = {s: p for s, p in plans.items() if p.action != KEEP}
+    if len(todo) > 1 and jobs != 0:  # seeds at once: search their references once, not in each
+        search_references_once(cfg)
     codes = {s: 0 for s in seeds if s not in todo} | _train(todo, out_dir, jobs, options, len(seeds))
     finished, missing = [s for s in seeds if codes[s] == 0], [s for s in seeds if codes[s] != 0]
     summary_file = out_dir / "seeds.json"

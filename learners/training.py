@@ -57,7 +57,7 @@ from topo_env.engine.seeding import REPLAY_STREAM, VALIDATION_SEED_OFFSET, episo
 from topo_env.frontends.comm_actions import N_ACTIONS
 from topo_env.frontends.parallel_env import TopologyParallelEnv
 from topo_env.frontends.vector_env import SimVectorEnv
-from topo_env.references.headroom import search_in_background
+from topo_env.references.headroom import cached_references, search_in_background
 
 STOPPED = INTERRUPTED_STATUS
 """The exit status of a run stopped early, by Ctrl-C in any stage or by a budget (130, as a shell
@@ -176,6 +176,21 @@ def train(cfg: ExperimentConfig, out_dir: str | Path, options: RunOptions = RunO
     except KeyboardInterrupt:
         say_stopped_in(run, "the final checks of the trained network")
     return run
+
+
+def search_references_once(cfg: ExperimentConfig) -> None:
+    """The references a run of ``cfg`` searches (the held-out headroom ones where :func:`references_apply`,
+    the teacher's with ``sim_scale.teacher_episodes``), searched here, the two at once (the headroom ones
+    in a second process), or found in the cache: seeds trained at once then find them cached instead of
+    each searching them (minutes for a large team)."""
+    cfg = cfg.effective()[0]
+    headroom_search = search_in_background(cfg.env) if references_apply(cfg) else None
+    try:
+        if cfg.sim_scale.teacher_episodes:
+            cached_references(cfg.env, progress=False, context="readable")
+    finally:
+        if headroom_search is not None:
+            headroom_search.join()
 
 
 def evaluate(run: TrainingRun, progress: bool = True) -> HeldOut:

@@ -59,7 +59,7 @@ import numpy as np
 
 from learners.config import DEFAULT_CONFIG, ExperimentConfig, load_experiment
 from learners.seeds import KEEP, mean_and_se, plan_seeds, run_seeds, summarize_seeds
-from learners.training import RunOptions
+from learners.training import RunOptions, search_references_once
 from learners.training_run import GracefulStop
 from topo_env.engine.cli import INTERRUPTED_STATUS, OneLineParser, RunError, format_table, positive_int, run_main
 from topo_env.engine.seeding import held_out_seed
@@ -67,7 +67,6 @@ from topo_env.engine.user_files import output_dir, write_text_atomically
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.frontends.plots import plot_sweeps, save_figure
 from topo_env.frontends.vector_env import SimVectorEnv
-from topo_env.references.headroom import cached_references
 from topo_env.sim.batch import BatchRoundSpec
 
 PROG = "python -m studies.figure5"
@@ -180,17 +179,6 @@ def finished_summary(point: Point, seeds: Sequence[int], folder: Path) -> dict[s
         return None
     results = {s: json.loads((folder / f"seed{s}" / "results.json").read_text()) for s in done}
     return {**summarize_seeds(results), "missing": [s for s in seeds if s not in done]}
-
-
-def search_references_once(cfg: ExperimentConfig) -> None:
-    """The references a run of ``cfg`` searches (the headroom ones with ``train.references``, the
-    teacher's with ``sim_scale.teacher_episodes``), searched here or found in the cache, so that seeds
-    trained at once find them cached instead of each searching them (minutes for a large team)."""
-    cfg = cfg.effective()[0]
-    if cfg.train.references:
-        cached_references(cfg.env, progress=False)
-    if cfg.sim_scale.teacher_episodes:
-        cached_references(cfg.env, progress=False, context="readable")
 
 
 def run_point(point: Point, seeds: Sequence[int], folder: Path, jobs: int | None, options: RunOptions,

@@ -101,3 +101,15 @@ def test_runs_of_another_config_are_not_reused(straight, tmp_path):
     assert plan_seeds(tiny(episodes=EPISODES + 4), [0], tmp_path)[0].action == RETRAIN
     assert plan_seeds(tiny("qmix.lr=0.001"), [0], tmp_path)[0].action == RETRAIN
     assert plan_seeds(tiny("train.token_budget=1000000000"), [0], tmp_path)[0].action == RESUME  # resumes may change it
+
+
+def test_seeds_at_once_search_their_references_once_before_any_starts(tmp_path, monkeypatch):
+    """Seeds trained at once would each search the same references: run_seeds searches them once first
+    (learners.training.search_references_once), before any seed has results."""
+    import learners.seeds as seeds_module
+
+    calls = []
+    monkeypatch.setattr(seeds_module, "search_references_once",
+                        lambda cfg: calls.append((cfg.train.episodes, sorted(p.name for p in tmp_path.rglob("results.json")))))
+    run_seeds(tiny(episodes=8), [0, 1], tmp_path / "at_once", 2, QUIET)
+    assert calls == [(8, [])]
