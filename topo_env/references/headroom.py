@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
 import sys
 import time
@@ -723,6 +722,8 @@ def search_in_background(config: EnvConfig, seed: int = 0, context: str = "hidde
     process (None where there is nothing to search). The caller ``join()``s it before it needs them; the
     references are those :func:`cached_references` finds in this process, bit for bit (a search depends
     on its seeds only). A process that fails leaves no file, and the caller's own call searches."""
+    import multiprocessing
+
     if context not in CONTEXTS:
         raise ValueError(f"context={context!r}: must be one of {list(CONTEXTS)}")
     selection = dict(REFERENCE_SELECTION)  # as this process reads it now: the child imports the module afresh
