@@ -112,3 +112,27 @@ def test_references_searched_in_a_second_process_are_the_ones_searched_here(tmp_
     here, cached_here = headroom.cached_references(config, progress=False, cache_dir=tmp_path / "fresh")
     assert not cached_here and here.to_dict() == from_child.to_dict()
     assert headroom.search_in_background(config) is None
+
+
+def test_a_round_with_its_own_replies_never_lowers_a_contexts_train_reward():
+    """The adaptive search's paired move (round t's joint action with round t + 1 chosen anew per outcome
+    class): each context takes a pair only where it beats its policy on its own "train" episodes, and on
+    those episodes the result plays as valued."""
+    from topo_env.references import headroom
+
+    sim = CommBatchSimulator(get_profile("humaneval"), 3, 2)
+    train = oracle.sample_episodes(sim, 300, 0, "train")
+    context = headroom.hidden_context(train[0], train[2])
+    known, episode_context = np.unique(context, axis=0, return_inverse=True)
+    episode_context = episode_context.reshape(-1)
+    n_class = len(headroom.outcome_names(3))
+    start = np.broadcast_to(headroom.open_loop_policy(np.zeros((2, 3), np.int64), n_class),
+                            (len(known), 2, n_class, 3)).copy()
+    moved = headroom._round_with_own_replies(sim, start, 0, train, episode_context, len(known))
+
+    def per_context(policies):
+        reward = headroom.play_policies(sim, policies[episode_context], *train).reward
+        return np.bincount(episode_context, weights=reward, minlength=len(known))
+
+    before, after = per_context(start), per_context(moved)
+    assert (after >= before - 1e-9).all() and (after > before + 1e-9).any()
