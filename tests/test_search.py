@@ -120,14 +120,14 @@ def test_a_round_with_its_own_replies_never_lowers_a_contexts_train_reward():
     those episodes the result plays as valued."""
     from topo_env.references import headroom
 
-    sim = CommBatchSimulator(get_profile("humaneval"), 3, 2)
-    train = oracle.sample_episodes(sim, 300, 0, "train")
+    sim = CommBatchSimulator(get_profile("humaneval"), 2, 2)  # two agents: 36 first rounds to try, not 216
+    train = oracle.sample_episodes(sim, 200, 0, "train")
     context = headroom.hidden_context(train[0], train[2])
     known, episode_context = np.unique(context, axis=0, return_inverse=True)
     episode_context = episode_context.reshape(-1)
-    n_class = len(headroom.outcome_names(3))
-    start = np.broadcast_to(headroom.open_loop_policy(np.zeros((2, 3), np.int64), n_class),
-                            (len(known), 2, n_class, 3)).copy()
+    n_class = len(headroom.outcome_names(2))
+    start = np.broadcast_to(headroom.open_loop_policy(np.zeros((2, 2), np.int64), n_class),
+                            (len(known), 2, n_class, 2)).copy()
     moved = headroom._round_with_own_replies(sim, start, 0, train, episode_context, len(known))
 
     def per_context(policies):
