@@ -136,3 +136,29 @@ def test_a_round_with_its_own_replies_never_lowers_a_contexts_train_reward():
 
     before, after = per_context(start), per_context(moved)
     assert (after >= before - 1e-9).all() and (after > before + 1e-9).any()
+
+
+def test_a_climb_that_replays_only_what_a_move_changes_scores_as_a_full_replay():
+    """The adaptive climb replays a candidate from the state before its round and only on the episodes
+    that meet its outcome class; what it scored a context's final policy at is, to the last bit, what
+    playing that policy on all of the context's episodes gives."""
+    from topo_env.references import headroom
+
+    sim = CommBatchSimulator(get_profile("humaneval"), 2, 3)
+    train = oracle.sample_episodes(sim, 400, 0, "train")
+    context = headroom.hidden_context(train[0], train[2])
+    known, episode_context = np.unique(context, axis=0, return_inverse=True)
+    episode_context = episode_context.reshape(-1)
+    n_class = len(headroom.outcome_names(2))
+    start = np.broadcast_to(headroom.open_loop_policy(np.zeros((3, 2), np.int64), n_class),
+                            (len(known), 3, n_class, 2)).copy()
+    coordinates = [(t, k, i) for t in (2, 1) for k in range(n_class) for i in (None, 0, 1)] + [
+        (0, None, i) for i in (None, 0, 1)]  # later rounds first: a move must renew the states after it
+    shortlist = headroom.ContextShortlist(len(known), 4)
+    climbed = headroom._climb_per_context(sim, start, coordinates, train, episode_context, len(known), 3, False,
+                                          "test", shortlist)
+    replayed = np.bincount(episode_context, weights=headroom.play_policies(sim, climbed[episode_context], *train).reward,
+                           minlength=len(known))
+    scored = [shortlist.entries[c][climbed[c].tobytes()][0] for c in range(len(known))]
+    assert (climbed[:, 1:] != climbed[:, 1:, :1]).any()  # some context answers one class unlike another
+    assert scored == replayed.tolist()

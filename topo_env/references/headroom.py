@@ -532,50 +532,77 @@ def _climb_per_context(sim: CommBatchSimulator, policies: np.ndarray, coordinate
     class k of round t - 1 (k None: after every class; i None: the whole joint action, a block move over
     :func:`joint_library`). A context takes a candidate only where it beats the current policy on its own
     episodes (and, for one class, where at least :data:`MIN_CLASS_EPISODES` of them meet that class).
-    ``shortlist``, if given, is offered every candidate a context could take."""
+    ``shortlist``, if given, is offered every candidate a context could take.
+
+    Each candidate replays only what it can change: from the state before round t (kept until a round before
+    it changes), the episodes that meet class k; every other episode keeps its current reward (episodes are
+    independent rows of the batch simulator, so this is the full replay's result)."""
     policies = policies.copy()
     tasks, noise, adversaries = episodes
-    rows, library = np.arange(len(episode_context)), joint_library(sim)
+    rows, library = len(episode_context), joint_library(sim)
+    reward = play_policies(sim, policies[episode_context], tasks, noise, adversaries).reward  # (R,) current
+    before_round: dict[int, tuple[Any, np.ndarray]] = {}  # t: (state before round t, round t - 1's class)
+
+    def state_before(t: int) -> tuple[Any, np.ndarray]:
+        if t not in before_round:
+            if t == 0:
+                before_round[t] = (sim.initial_state(rows, adversaries), np.zeros(rows, np.int64))
+            else:
+                state, outcome = state_before(t - 1)
+                state = sim.run_round(state, policies[episode_context, t - 1, outcome], tasks, noise)
+                before_round[t] = (state, agreement_class(state.previous.label))
+        return before_round[t]
+
     bar = tqdm(total=max_sweeps * len(coordinates), desc=f"search {what} N={sim.n} T={sim.rounds}",
                disable=not progress, file=sys.stderr, unit="coordinate")
     with bar:
         for _ in range(max_sweeps):
             changed = False
             for t, k, i in coordinates:
-                prefix = sim.initial_state(len(rows), adversaries)  # rounds before t: the same for every trial
-                for r in range(t):
-                    outcome = np.zeros(len(rows), np.int64) if r == 0 else agreement_class(prefix.previous.label)
-                    prefix = sim.run_round(prefix, policies[episode_context, r, outcome], tasks, noise)
-                before = np.zeros(len(rows), np.int64) if t == 0 else agreement_class(prefix.previous.label)
-                seen = None if k is None else np.bincount(episode_context[before == k], minlength=n_context)
+                prefix, before = state_before(t)
+                active = np.arange(rows) if k is None else np.flatnonzero(before == k)
+                context = episode_context[active]
+                start, sub_tasks, sub_noise = prefix.take(active), tasks.take(active), noise.take(active)
                 where = (slice(None), t, slice(None) if k is None else k) + ((slice(None),) if i is None else (i,))
                 values = library if i is None else np.arange(N_ACTIONS)
-                sums = []
-                for value in [None, *values]:  # None: the current policies
-                    trial = policies
-                    if value is not None:
-                        trial = policies.copy()
-                        trial[where] = value
-                    state, outcome = prefix, before
+                played = [reward[active]]  # row 0: the current policies
+                for value in values:
+                    trial = policies.copy()
+                    trial[where] = value
+                    state, outcome = start, before[active]
                     for r in range(t, sim.rounds):
                         if r > t:
                             outcome = agreement_class(state.previous.label)
-                        state = sim.run_round(state, trial[episode_context, r, outcome], tasks, noise)
-                    reward = sim.finish(state, tasks, noise).reward
-                    sums.append(np.bincount(episode_context, weights=reward, minlength=n_context))
-                sums = np.stack(sums)  # (1 + candidates, C)
-                allowed = np.ones(n_context, bool) if seen is None else seen >= MIN_CLASS_EPISODES
+                        state = sim.run_round(state, trial[context, r, outcome], sub_tasks, sub_noise)
+                    played.append(sim.finish(state, sub_tasks, sub_noise).reward)
+                played = np.stack(played)  # (1 + candidates, active rows)
+                sums = np.stack([np.bincount(episode_context, weights=_with(reward, active, p), minlength=n_context)
+                                 for p in played])  # summed over every episode in order: as a full replay sums
+                allowed = np.ones(n_context, bool) if k is None else (
+                    np.bincount(context, minlength=n_context) >= MIN_CLASS_EPISODES)
                 if shortlist is not None:
                     _offer_candidates(shortlist, policies, where, values, sums, allowed)
                 best = sums[1:].argmax(axis=0)
                 better = (sums[1 + best, np.arange(n_context)] > sums[0] + 1e-12) & allowed
-                for c in np.flatnonzero(better):
-                    policies[(c,) + where[1:]] = values[best[c]]
-                changed = changed or bool(better.any())
+                if better.any():
+                    for c in np.flatnonzero(better):
+                        policies[(c,) + where[1:]] = values[best[c]]
+                    moved = better[context]
+                    reward[active[moved]] = played[1 + best[context[moved]], np.flatnonzero(moved)]
+                    for later in [r for r in before_round if r > t]:
+                        del before_round[later]
+                    changed = True
                 bar.update(1)
             if not changed:
                 break
     return policies
+
+
+def _with(values: np.ndarray, rows: np.ndarray, replaced: np.ndarray) -> np.ndarray:
+    """A copy of ``values`` with ``values[rows]`` set to ``replaced``."""
+    out = values.copy()
+    out[rows] = replaced
+    return out
 
 
 def _offer_candidates(shortlist: ContextShortlist, policies: np.ndarray, where: tuple, values: np.ndarray,
