@@ -114,27 +114,36 @@ def test_references_searched_in_a_second_process_are_the_ones_searched_here(tmp_
     assert headroom.search_in_background(config) is None
 
 
+def _all_solo_start(profile: str, n_agents: int, rounds: int, samples: int):
+    """A team's "train" episodes, each one's hidden-context id, and every context's all-zeros (T, K, N) policy."""
+    from topo_env.references import headroom
+
+    sim = CommBatchSimulator(get_profile(profile), n_agents, rounds)
+    train = oracle.sample_episodes(sim, samples, 0, "train")
+    known, episode_context = np.unique(headroom.hidden_context(train[0], train[2]), axis=0, return_inverse=True)
+    n_class = len(headroom.outcome_names(n_agents))
+    start = np.broadcast_to(headroom.open_loop_policy(np.zeros((rounds, n_agents), np.int64), n_class),
+                            (len(known), rounds, n_class, n_agents)).copy()
+    return sim, train, episode_context.reshape(-1), start
+
+
+def _per_context_reward(sim, policies, train, episode_context):
+    """(C,) each context's policy played on its own "train" episodes, rewards summed."""
+    from topo_env.references import headroom
+
+    reward = headroom.play_policies(sim, policies[episode_context], *train).reward
+    return np.bincount(episode_context, weights=reward, minlength=len(policies))
+
+
 def test_a_round_with_its_own_replies_never_lowers_a_contexts_train_reward():
     """The adaptive search's paired move (round t's joint action with round t + 1 chosen anew per outcome
     class): each context takes a pair only where it beats its policy on its own "train" episodes, and on
     those episodes the result plays as valued."""
     from topo_env.references import headroom
 
-    sim = CommBatchSimulator(get_profile("humaneval"), 2, 2)  # two agents: 36 first rounds to try, not 216
-    train = oracle.sample_episodes(sim, 200, 0, "train")
-    context = headroom.hidden_context(train[0], train[2])
-    known, episode_context = np.unique(context, axis=0, return_inverse=True)
-    episode_context = episode_context.reshape(-1)
-    n_class = len(headroom.outcome_names(2))
-    start = np.broadcast_to(headroom.open_loop_policy(np.zeros((2, 2), np.int64), n_class),
-                            (len(known), 2, n_class, 2)).copy()
-    moved = headroom._round_with_own_replies(sim, start, 0, train, episode_context, len(known))
-
-    def per_context(policies):
-        reward = headroom.play_policies(sim, policies[episode_context], *train).reward
-        return np.bincount(episode_context, weights=reward, minlength=len(known))
-
-    before, after = per_context(start), per_context(moved)
+    sim, train, episode_context, start = _all_solo_start("humaneval", 2, 2, 200)  # two agents: 36 first rounds
+    moved = headroom._round_with_own_replies(sim, start, 0, train, episode_context, len(start))
+    before, after = (_per_context_reward(sim, p, train, episode_context) for p in (start, moved))
     assert (after >= before - 1e-9).all() and (after > before + 1e-9).any()
 
 
@@ -144,21 +153,14 @@ def test_a_climb_that_replays_only_what_a_move_changes_scores_as_a_full_replay()
     playing that policy on all of the context's episodes gives."""
     from topo_env.references import headroom
 
-    sim = CommBatchSimulator(get_profile("humaneval"), 2, 3)
-    train = oracle.sample_episodes(sim, 400, 0, "train")
-    context = headroom.hidden_context(train[0], train[2])
-    known, episode_context = np.unique(context, axis=0, return_inverse=True)
-    episode_context = episode_context.reshape(-1)
-    n_class = len(headroom.outcome_names(2))
-    start = np.broadcast_to(headroom.open_loop_policy(np.zeros((3, 2), np.int64), n_class),
-                            (len(known), 3, n_class, 2)).copy()
+    sim, train, episode_context, start = _all_solo_start("humaneval", 2, 3, 400)
+    n_context, n_class = start.shape[0], start.shape[2]
     coordinates = [(t, k, i) for t in (2, 1) for k in range(n_class) for i in (None, 0, 1)] + [
         (0, None, i) for i in (None, 0, 1)]  # later rounds first: a move must renew the states after it
-    shortlist = headroom.ContextShortlist(len(known), 4)
-    climbed = headroom._climb_per_context(sim, start, coordinates, train, episode_context, len(known), 3, False,
+    shortlist = headroom.ContextShortlist(n_context, 4)
+    climbed = headroom._climb_per_context(sim, start, coordinates, train, episode_context, n_context, 3, False,
                                           "test", shortlist)
-    replayed = np.bincount(episode_context, weights=headroom.play_policies(sim, climbed[episode_context], *train).reward,
-                           minlength=len(known))
-    scored = [shortlist.entries[c][climbed[c].tobytes()][0] for c in range(len(known))]
+    replayed = _per_context_reward(sim, climbed, train, episode_context)
+    scored = [shortlist.entries[c][climbed[c].tobytes()][0] for c in range(n_context)]
     assert (climbed[:, 1:] != climbed[:, 1:, :1]).any()  # some context answers one class unlike another
     assert scored == replayed.tolist()

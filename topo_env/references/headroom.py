@@ -185,11 +185,19 @@ def play_policies(sim: CommBatchSimulator, policies: np.ndarray, tasks: TaskArra
     ``policies[b, 0, 0]``, round t >= 1 ``policies[b, t, k]`` where k is round t - 1's outcome class
     (:func:`agreement_class`)."""
     b = len(tasks.difficulty)
-    rows = np.arange(b)
-    state = sim.initial_state(b, adversaries)
-    for t in range(sim.rounds):
-        k = np.zeros(b, np.int64) if t == 0 else agreement_class(state.previous.label)
-        state = sim.run_round(state, policies[rows, t, k], tasks, noise)
+    return play_rounds(sim, sim.initial_state(b, adversaries), policies, np.arange(b), np.zeros(b, np.int64), 0,
+                       tasks, noise)
+
+
+def play_rounds(sim: CommBatchSimulator, state: BatchState, policies: np.ndarray, policy_of: np.ndarray,
+                outcome: np.ndarray, t: int, tasks: TaskArrays, noise: EpisodeNoise) -> BatchResult:
+    """The B episodes of ``state`` (before round ``t``; ``outcome`` (B,) round t - 1's class, zeros for
+    t = 0) played to the end: episode b plays ``policies[policy_of[b]]`` ((P, T, K, N) policies) in rounds
+    t..T-1, each round after the class of the round before."""
+    for r in range(t, sim.rounds):
+        if r > t:
+            outcome = agreement_class(state.previous.label)
+        state = sim.run_round(state, policies[policy_of, r, outcome], tasks, noise)
     return sim.finish(state, tasks, noise)
 
 
@@ -454,11 +462,7 @@ def _round_with_own_replies(sim: CommBatchSimulator, policies: np.ndarray, t: in
     before = np.zeros(rows, np.int64) if t == 0 else agreement_class(prefix.previous.label)
 
     def play_from(state, trial, outcome, start):
-        for r in range(start, sim.rounds):
-            if r > start:
-                outcome = agreement_class(state.previous.label)
-            state = sim.run_round(state, trial[episode_context, r, outcome], tasks, noise)
-        return sim.finish(state, tasks, noise).reward
+        return play_rounds(sim, state, trial, episode_context, outcome, start, tasks, noise).reward
 
     best = np.bincount(episode_context, weights=play_from(prefix, policies, before, t), minlength=n_context)
     chosen: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -569,12 +573,8 @@ def _climb_per_context(sim: CommBatchSimulator, policies: np.ndarray, coordinate
                 for value in values:
                     trial = policies.copy()
                     trial[where] = value
-                    state, outcome = start, before[active]
-                    for r in range(t, sim.rounds):
-                        if r > t:
-                            outcome = agreement_class(state.previous.label)
-                        state = sim.run_round(state, trial[context, r, outcome], sub_tasks, sub_noise)
-                    played.append(sim.finish(state, sub_tasks, sub_noise).reward)
+                    played.append(play_rounds(sim, start, trial, context, before[active], t, sub_tasks,
+                                              sub_noise).reward)
                 played = np.stack(played)  # (1 + candidates, active rows)
                 sums = np.stack([np.bincount(episode_context, weights=_with(reward, active, p), minlength=n_context)
                                  for p in played])  # summed over every episode in order: as a full replay sums
