@@ -67,7 +67,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", type=int, nargs="+", metavar="S",
                    help="train each of these seeds in its own process (--out DIR: DIR/seed<S>/) and report means over "
                         "seeds with their standard errors (DIR/seeds.json)")
-    p.add_argument("--jobs", type=positive_int, help="with --seeds: processes at once (default: the CPU count)")
+    p.add_argument("--jobs", type=positive_int,
+                   help="with --seeds: processes at once (default: the CPU count over runtime.torch_threads)")
     p.add_argument("--out", help="output directory (default runs/qmix-<profile>-seed<seed>)")
     p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its checkpoint")
     p.add_argument("--init-from", metavar="RUN_DIR",

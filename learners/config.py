@@ -340,7 +340,7 @@ class RuntimeConfig:
 
     Attributes:
         device: "auto" (CUDA when present), "cpu" or "cuda".
-        torch_threads: CPU threads for torch (1 is fastest for these small networks).
+        torch_threads: CPU threads for torch and for numpy's BLAS (1 is fastest for these small networks).
         compile: ``torch.compile`` the update's loss (forward, targets; backward through
             AOTAutograd) and use Adam's fused kernel. The first update compiles (about 30 s on 2
             cores, a C++ compiler on PATH for CPU; cached on disk after), later ones run 5-30%

@@ -139,6 +139,12 @@ class QMIXLearner:
         loss = ((q_tot - y) ** 2).mean()
         return loss, q_tot.detach(), y, chosen.detach()
 
+    @property
+    def agent_updates(self) -> int:
+        """The updates that changed the agent network (those after ``mixer_warmup``): two greedy policies
+        with the same count are the same policy."""
+        return max(0, self.updates - self.config.mixer_warmup)
+
     def update(self, batch: dict) -> dict[str, float]:
         """One gradient step on a sampled batch; returns loss and diagnostics."""
         cfg = self.config

@@ -1,6 +1,7 @@
 """Several seeds of one run: ``python train_qmix.py --seeds 0 1 2`` (:func:`run_seeds`) trains each
-seed in its own child process (as many at once as ``--jobs``, default the CPU count), then reports
-every figure as the mean over seeds with its standard error (the SD over seeds / sqrt(seeds)).
+seed in its own child process (as many at once as ``--jobs``, default the CPU count over
+``runtime.torch_threads``), then reports every figure as the mean over seeds with its standard error
+(the SD over seeds / sqrt(seeds)).
 Each seed is scored on its own held-out episodes (disjoint across seeds,
 :func:`topo_env.engine.seeding.held_out_seed`), so that standard error holds the held-out
 episodes' noise as well as training's.
@@ -188,7 +189,8 @@ def run_seeds(cfg: ExperimentConfig, seeds: Sequence[int], out_dir: Path, jobs: 
     """Train and evaluate ``cfg`` once per seed in ``seeds`` (``train.seed`` replaced) into
     ``out_dir/seed<s>`` (:func:`learners.training.train_and_evaluate`, its output in
     ``out_dir/seed<s>/train.log``), each in its own child process, ``jobs`` at once (default: the
-    CPU count; 0: one after another in this process, no child: tests and debugging), then summarise
+    CPU count over ``runtime.torch_threads``; 0: one after another in this process, no child: tests and
+    debugging), then summarise
     into ``out_dir/seeds.json`` and return the summary. What an earlier run left is reused
     (:func:`plan_seeds`, said in one stderr line): finished seeds are kept, checkpointed ones
     resumed. Where some seeds do not finish, seeds.json (its ``missing``: those seeds) and the
@@ -234,7 +236,8 @@ def _train(todo: dict[int, SeedPlan], out_dir: Path, jobs: int | None, options: 
             run_dir.mkdir(parents=True, exist_ok=True)
             codes[seed] = run_logged(plan.cfg, run_dir, child_options, run_dir / "train.log", plan.action == RESUME)
         return codes
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
+    threads = max(plan.cfg.runtime.torch_threads for plan in todo.values()) if todo else 1
+    jobs = max(1, min(jobs or (os.cpu_count() or 1) // threads, len(todo) or 1))  # a core per torch thread
     waiting, running, codes = list(todo), {}, dict.fromkeys(todo)
     with tqdm(initial=total - len(todo), total=total, desc=f"seeds ({jobs} at once)", disable=not options.progress,
               file=sys.stderr) as bar:

@@ -54,6 +54,7 @@ from topo_env.engine.cli import INTERRUPTED_STATUS
 from topo_env.engine.config_checks import ConfigError
 from topo_env.engine.user_files import output_dir, write_text_atomically
 from topo_env.engine.seeding import REPLAY_STREAM, VALIDATION_SEED_OFFSET, episode_rng, held_out_seed
+from topo_env.engine.threads import limit_blas_threads
 from topo_env.frontends.comm_actions import N_ACTIONS
 from topo_env.frontends.parallel_env import TopologyParallelEnv
 from topo_env.frontends.vector_env import SimVectorEnv
@@ -264,6 +265,7 @@ def build(cfg: ExperimentConfig, out_dir: Path, options: RunOptions) -> Training
     config.json, open TensorBoard."""
     seed, n, rounds, k = cfg.train.seed, cfg.env.n_agents, cfg.env.rounds, cfg.runtime.episodes_in_flight
     torch.set_num_threads(cfg.runtime.torch_threads)
+    limit_blas_threads(cfg.runtime.torch_threads)  # numpy's BLAS too: a reference search may run beside
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -380,23 +382,38 @@ def validate(run: TrainingRun, episode: int) -> None:
     """Score the greedy policy of the current network on the validation episodes (train-split
     tasks, the same seeds every time) and keep a copy of it if it is the best so far
     (:func:`learners.training_run.keep_if_best`); the tokens and LLM calls the check spent count
-    toward ``train.token_budget`` and ``train.call_budget``."""
+    toward ``train.token_budget`` and ``train.call_budget``. The network of the last check (the
+    agent network waits out the mixer's warm-up) keeps its figures, and spends nothing."""
     cfg, envs = run.cfg, run.validation_envs
-    figures, _ = evaluate_policy(envs[0], QMIXPolicy(run.learner.agent, run.device), cfg.train.validate_episodes,
-                                 seed=cfg.train.seed + VALIDATION_SEED_OFFSET, split="train", progress=False,
-                                 siblings=envs[1:])
+    figures = unchanged_figures(run, "validation")
+    if figures is None:
+        figures, _ = evaluate_policy(envs[0], QMIXPolicy(run.learner.agent, run.device), cfg.train.validate_episodes,
+                                     seed=cfg.train.seed + VALIDATION_SEED_OFFSET, split="train", progress=False,
+                                     siblings=envs[1:])
+        run.checked["validation"] = (run.learner.agent_updates, figures)
+        add_spent(run.record.spent, int(figures["total_tokens"]), round(figures["calls_per_task"] * figures["episodes"]))
     keep_if_best(run, episode, figures)
-    add_spent(run.record.spent, int(figures["total_tokens"]), round(figures["calls_per_task"] * figures["episodes"]))
 
 
 def curve_point(run: TrainingRun, episode: int) -> None:
     """The learning curve's point after ``episode`` training episodes: the greedy policy of now on
     the first ``curve_episodes`` held-out episodes (reporting only: no run decision reads it, and
-    its calls count toward no budget; :func:`learners.report.add_curve_point`)."""
+    its calls count toward no budget; :func:`learners.report.add_curve_point`). The network of the last
+    point keeps its figures."""
     cfg, envs = run.cfg, run.eval_envs
-    figures, _ = evaluate_policy(envs[0], QMIXPolicy(run.learner.agent, run.device), curve_episodes(cfg),
-                                 seed=held_out_seed(cfg.train.seed), split="eval", progress=False, siblings=envs[1:])
+    figures = unchanged_figures(run, "curve")
+    if figures is None:
+        figures, _ = evaluate_policy(envs[0], QMIXPolicy(run.learner.agent, run.device), curve_episodes(cfg),
+                                     seed=held_out_seed(cfg.train.seed), split="eval", progress=False,
+                                     siblings=envs[1:])
+        run.checked["curve"] = (run.learner.agent_updates, figures)
     add_curve_point(run, episode, figures)
+
+
+def unchanged_figures(run: TrainingRun, check: str) -> dict | None:
+    """The figures of ``check``'s last run where the agent network has not changed since, else None."""
+    updates, figures = run.checked.get(check, (None, None))
+    return figures if updates == run.learner.agent_updates else None
 
 
 __all__ = ["RESUME_OVERRIDABLE", "STOPPED", "RunOptions", "evaluate", "resumed_config", "train", "train_and_evaluate"]

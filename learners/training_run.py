@@ -80,7 +80,9 @@ class TrainingRun:
     TD training began (``time.perf_counter``); ``saved``: the episode of the run's latest
     checkpoint on disk (None: none yet); ``reference_search``: the process searching the held-out
     headroom references beside the training (:func:`topo_env.references.headroom.search_in_background`;
-    None: cached, or not scored); ``stopped``: Ctrl-C or a budget ended it early, and
+    None: cached, or not scored); ``checked``: per check ("validation", "curve") the agent network's
+    :attr:`~learners.learner.QMIXLearner.agent_updates` at its last run and its figures (a check of
+    the same network again takes them instead of playing); ``stopped``: Ctrl-C or a budget ended it early, and
     ``stop_reason`` which ("interrupted" or "budget"); ``command`` and ``continue_with``: as in
     :class:`learners.training.RunOptions` (what the closing lines tell to run)."""
     cfg: ExperimentConfig
@@ -100,6 +102,7 @@ class TrainingRun:
     started: float = 0.0
     saved: int | None = None
     reference_search: Any = None
+    checked: dict[str, tuple[int, dict]] = dataclasses.field(default_factory=dict)
     stopped: bool = False
     stop_reason: str | None = None
     command: str | None = None

@@ -252,6 +252,35 @@ def test_validation_selects_the_best_network_and_leaves_training_untouched(tmp_p
     assert ck["tokens_spent"] == pytest.approx(training_tokens + sum(validation_tokens), abs=1e-6)
 
 
+def test_checks_of_a_network_the_mixer_warmup_kept_still_are_not_played_again(tmp_path, monkeypatch):
+    """qmix.mixer_warmup longer than the run: the agent network never changes, so the validation
+    checks at episodes 20 and 30 (and the learning curve's points) keep the figures of the first
+    and spend nothing; once the agent network learns, every check plays."""
+    real_evaluate = training.evaluate_policy
+    played = []
+
+    def counted(env, policy, episodes, seed, split="eval", progress=True, watch=None, siblings=()):
+        played.append(split)
+        return real_evaluate(env, policy, episodes, seed, split=split, progress=progress, watch=watch,
+                             siblings=siblings)
+
+    monkeypatch.setattr(training, "evaluate_policy", counted)
+    checks = ["--episodes", "30", "--set", "train.validate_every=10", "--set", "train.validate_episodes=5",
+              "--set", "train.curve_every=10", "--set", "train.curve_episodes=4", *FIXED_SCHEDULE]
+    still, learning = tmp_path / "still", tmp_path / "learning"
+    assert train(still, *checks, "--set", "qmix.mixer_warmup=100000") == 0
+    summary = load_results(still)
+    assert played.count("train") == 1 and summary["train"]["updates"] > 0
+    assert [p["episode"] for p in summary["validation"]["history"]] == [10, 20, 30]
+    assert len({p["reward"] for p in summary["validation"]["history"]}) == 1
+    curve = summary["learning_curve"]["points"]
+    assert [p["episode"] for p in curve] == [0, 10, 20, 30] and len({p["reward"] for p in curve}) == 1
+    assert played == ["eval", "train"]  # the curve's first point, the first validation check
+    played.clear()
+    assert train(learning, *checks, "--set", "qmix.mixer_warmup=0") == 0
+    assert played.count("train") == 3
+
+
 def test_validation_run_resumes_exactly(tmp_path):
     """The validation history and the kept network are in the checkpoint: stopped at 20 and
     resumed to 30, a validating run equals a straight one."""

@@ -75,6 +75,7 @@ from pathlib import Path
 import numpy as np
 
 from topo_env.engine.cli import OneLineParser, RunError, run_main
+from topo_env.engine.threads import one_blas_thread
 from topo_env.fitting.fit_ability import fit_ability
 from topo_env.fitting.fit_confidence import confidence_levels, fit_confidence, report_confidence
 from topo_env.fitting.fit_data import Data, FitError, load_traces
@@ -83,7 +84,6 @@ from topo_env.fitting.fit_report import Report, format_report
 from topo_env.fitting.fit_result import Fitted, ProfileBuilder
 from topo_env.fitting.fit_slips import fit_slips
 from topo_env.fitting.fit_social import fit_drift, fit_social
-from topo_env.fitting.fit_stats import one_blas_thread
 from topo_env.fitting.fit_tasks import fit_tasks
 from topo_env.fitting.fit_tokens import fit_tokens
 from topo_env.fitting.fit_verifier import fit_verifier
@@ -113,7 +113,7 @@ def fit_profile(traces: Iterable[dict], base: SimProfile, where: str = "traces",
 
 def fit_records(records: list[dict], base: SimProfile, where: str = "traces", seed: int = 0) -> Fitted:
     """:func:`fit_profile`, returning the parsed traces and the profile builder with the result."""
-    with one_blas_thread():
+    with one_blas_thread(preload=("scipy.optimize",)):
         return _fit_records(records, base, where, seed)
 
 

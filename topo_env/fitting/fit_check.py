@@ -31,11 +31,11 @@ from topo_env.references.baselines import FIXED_BASELINES, analyzer_index, open_
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.sim.batch import BatchRoundSpec, TaskArrays
 from topo_env.frontends.comm_batch import CommBatchSimulator
-from topo_env.fitting.fit_stats import one_blas_thread
 from topo_env.sim.model import draw_noise
 from topo_env.sim.config import SimBackendConfig
 from topo_env.sim.profiles import PROFILES, SimProfile
 from topo_env.engine.tasks import DEFAULT_ROUNDS
+from topo_env.engine.threads import one_blas_thread
 from topo_env.engine.traces import decision_mode
 
 TOPOLOGIES = tuple(t for t in FIXED_BASELINES if t != "chain")  # solo, full, star, debate
@@ -267,7 +267,7 @@ def predictive_check(fitted, config: EnvConfig | None = None, seed: int = 0, epi
     :func:`topo_env.fitting.fit.fit_records`). ``config``: the env the team will be trained in (its
     rounds, roles, target rule and reward weights; None: the traces' agents and roles, their most
     common number of rounds, else the domain's, and the default reward). Seeded by ``seed``."""
-    with one_blas_thread():
+    with one_blas_thread(preload=("scipy.optimize",)):
         return _check(fitted, config, seed, episodes, draws, replays)
 
 

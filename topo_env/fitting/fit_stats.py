@@ -4,8 +4,6 @@ stable sigmoid and log-sum-exp, Gauss-Hermite nodes, finite-difference Hessians,
 say which parameters the likelihood leaves flat, and the test of a parameter sitting on its bound."""
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
-
 import numpy as np
 
 FLAT = 1e-9  # a Hessian eigenvalue below FLAT x the largest is a flat direction of the likelihood
@@ -105,20 +103,3 @@ def at_bound(value: float, bounds: tuple[float, float] | None) -> str | None:
     if hi is not None and hi - value <= AT_BOUND * max(1.0, abs(hi)):
         return "upper"
     return None
-
-
-@contextmanager
-def one_blas_thread():
-    """BLAS on one thread while the fit runs: its optimisers make many tiny BLAS calls, which a
-    multi-threaded OpenBLAS slows down a hundredfold on a busy machine (L-BFGS-B of scipy >= 1.15).
-    Uses threadpoolctl where it is installed, else changes nothing."""
-    import scipy.optimize  # noqa: F401  (loads scipy's BLAS before the limit, so that the limit covers it)
-
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        limits = nullcontext()
-    else:
-        limits = threadpool_limits(1, user_api="blas")
-    with limits:
-        yield

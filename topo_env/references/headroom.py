@@ -52,6 +52,7 @@ import numpy as np
 from tqdm import tqdm
 
 from topo_env.engine.cli import format_table
+from topo_env.engine.threads import one_blas_thread
 from topo_env.frontends.comm_actions import N_ACTIONS
 from topo_env.references import search
 from topo_env.references.baselines import FIXED_BASELINES, open_loop_actions
@@ -850,11 +851,12 @@ def cached_references(config: EnvConfig, seed: int = 0, progress: bool = True,
             pass  # a damaged file: recompute it
     sim = CommBatchSimulator.from_config(config)
     chooser = hidden_context if context == "hidden" else readable_context(sim.profile, seed)
-    if exhaustive_feasible(sim):
-        references, _ = select_references(sim, seed=seed, progress=progress, context=chooser, **selection)
-    else:
-        references, _ = select_searched_references(sim, seed, selection["samples"], selection["rerank_samples"],
-                                                   progress, chooser)
+    with one_blas_thread():  # a training run searches two at once, one per core
+        if exhaustive_feasible(sim):
+            references, _ = select_references(sim, seed=seed, progress=progress, context=chooser, **selection)
+        else:
+            references, _ = select_searched_references(sim, seed, selection["samples"], selection["rerank_samples"],
+                                                       progress, chooser)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")

@@ -1,0 +1,72 @@
+"""How much of the headroom the teacher itself earns, and how precisely a run's held-out episodes measure a share.
+
+Training's teacher (:mod:`learners.teacher`) is the adaptive reference searched on what the task text tells.
+Played exactly as training plays it (each episode's subject read from its text by
+:class:`~topo_env.sim.tasks.TextReader`), on each seed's held-out episodes (those a run of that seed is scored
+on), its headroom share is the most a student that imitates it perfectly can earn. The share's standard
+error comes from the per-episode differences (delta method: share = mean(t - b) / mean(a - b)).
+
+    python -m experiments.teacher_ceiling --seeds 0 1 2
+"""
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+import numpy as np
+
+from learners.config import load_experiment
+from topo_env.engine.seeding import held_out_seed
+from topo_env.frontends.vector_env import SimVectorEnv
+from topo_env.references import headroom
+from topo_env.sim.tasks import TextReader
+
+
+def share_with_se(policy: np.ndarray, best_fixed: np.ndarray, adaptive: np.ndarray) -> tuple[float, float]:
+    """(share, SE) of per-episode rewards (B,) each: mean(policy - best_fixed) / mean(adaptive - best_fixed),
+    its standard error by the delta method over the B paired episodes."""
+    gain, gap = policy - best_fixed, adaptive - best_fixed
+    share = gain.mean() / gap.mean()
+    influence = (gain - share * gap) / gap.mean()
+    return float(share), float(influence.std(ddof=1) / np.sqrt(len(gain)))
+
+
+def ceiling(config: str, overrides: Sequence[str], seed: int, episodes: int) -> dict:
+    """The teacher's figures on the ``episodes`` held-out episodes of a run of ``seed``."""
+    cfg = load_experiment(config, overrides)
+    venv = SimVectorEnv(cfg.env)
+    seeds = range(held_out_seed(seed), held_out_seed(seed) + episodes)
+    drawn, _ = venv.sample_episodes(seeds, "eval")
+    arrays = (drawn.tasks, drawn.noise, drawn.adversaries)
+    played = headroom.play_references(venv.sim, headroom.cached_references(cfg.env, progress=False)[0], *arrays)
+    teacher, _ = headroom.cached_references(cfg.env, progress=False, context="readable")
+    subjects, _ = TextReader(venv.profile).read(list(drawn.texts))
+    rewards = headroom.play_policies(venv.sim, teacher.policies("adaptive", headroom.readable_rows(subjects), venv.sim),
+                                     *arrays).reward
+    best_fixed, adaptive = played["best_fixed"].reward, played["adaptive"].reward
+    share, se = share_with_se(rewards, best_fixed, adaptive)
+    return {"seed": seed, "best_fixed": float(best_fixed.mean()), "adaptive": float(adaptive.mean()),
+            "teacher": float(rewards.mean()), "share": share, "share_se": se,
+            "subject_read": float((subjects == drawn.tasks.subject).mean())}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m experiments.teacher_ceiling", description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default="configs/default.yaml")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--episodes", type=int, default=20000, help="held-out episodes per seed (a run's train.eval_episodes)")
+    args = p.parse_args(argv)
+    rows = [ceiling(args.config, args.set, s, args.episodes) for s in args.seeds]
+    print("seed  best_fixed  adaptive  teacher  teacher share (SE)  subject read right")
+    for r in rows:
+        print(f"{r['seed']:>4}  {r['best_fixed']:.4f}      {r['adaptive']:.4f}    {r['teacher']:.4f}   "
+              f"{r['share']:+.2f} ({r['share_se']:.2f})        {r['subject_read']:.3f}")
+    shares = np.array([r["share"] for r in rows])
+    if len(shares) > 1:
+        print(f"mean teacher share {shares.mean():+.2f} (SE over seeds {shares.std(ddof=1) / np.sqrt(len(shares)):.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
