@@ -442,7 +442,7 @@ def dry_run(panels: dict[str, list[tuple[Any, Point]]], seeds: Sequence[int], ou
             lines.append(f"  {_label(value):>6}  {folder}  {what}")
     todo = sum(action != KEEP for action in runs)
     lines.append(f"{len(runs) // max(len(seeds), 1)} points to train, {todo} of their {len(runs)} seed runs still to "
-                 f"run (at the default recipe about 5 minutes each for N = 3, T = 2 on 2 cores, more for larger teams)")
+                 f"run (at the default recipe about 2 minutes each for N = 3, T = 2 on 2 cores, more for larger teams)")
     return "\n".join(lines)
 
 
