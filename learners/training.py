@@ -390,7 +390,7 @@ def validate(run: TrainingRun, episode: int) -> None:
         figures, _ = evaluate_policy(envs[0], QMIXPolicy(run.learner.agent, run.device), cfg.train.validate_episodes,
                                      seed=cfg.train.seed + VALIDATION_SEED_OFFSET, split="train", progress=False,
                                      siblings=envs[1:])
-        run.checked["validation"] = (run.learner.agent_updates, figures)
+        remember_check(run, "validation", figures)
         add_spent(run.record.spent, int(figures["total_tokens"]), round(figures["calls_per_task"] * figures["episodes"]))
     keep_if_best(run, episode, figures)
 
@@ -406,14 +406,20 @@ def curve_point(run: TrainingRun, episode: int) -> None:
         figures, _ = evaluate_policy(envs[0], QMIXPolicy(run.learner.agent, run.device), curve_episodes(cfg),
                                      seed=held_out_seed(cfg.train.seed), split="eval", progress=False,
                                      siblings=envs[1:])
-        run.checked["curve"] = (run.learner.agent_updates, figures)
+        remember_check(run, "curve", figures)
     add_curve_point(run, episode, figures)
 
 
 def unchanged_figures(run: TrainingRun, check: str) -> dict | None:
     """The figures of ``check``'s last run where the agent network has not changed since, else None."""
-    updates, figures = run.checked.get(check, (None, None))
+    updates, figures = run.record.checked.get(check, (None, None))
     return figures if updates == run.learner.agent_updates else None
+
+
+def remember_check(run: TrainingRun, check: str, figures: dict) -> None:
+    """Keep ``check``'s figures with the agent network's update count (the checkpoint saves them)."""
+    run.record.checked[check] = (run.learner.agent_updates,
+                                 {key: float(figures[key]) for key in ("reward", "accuracy", "tokens_per_task")})
 
 
 __all__ = ["RESUME_OVERRIDABLE", "STOPPED", "RunOptions", "evaluate", "resumed_config", "train", "train_and_evaluate"]

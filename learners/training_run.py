@@ -47,7 +47,10 @@ class RunRecord:
     ``seconds`` and ``time_split`` (``{"rollouts", "updates"}``): the TD training's wall time and
     its seconds waiting for episodes and in gradient updates, over every part of a resumed run;
     ``window``: the log window's training episodes (``stats``, BatchStats) and ``losses`` since
-    its last point, so that a resumed run's first window covers the interruption."""
+    its last point, so that a resumed run's first window covers the interruption; ``checked``: per
+    check ("validation", "curve") the agent network's :attr:`~learners.learner.QMIXLearner.agent_updates`
+    at its last run and its figures (``reward``, ``accuracy``, ``tokens_per_task``): a check of the
+    same network again takes them instead of playing, in a resumed run too."""
     validation: dict = dataclasses.field(default_factory=lambda: {"history": [], "best": None})
     curves: list[dict] = dataclasses.field(default_factory=list)
     held_out_curve: list[dict] = dataclasses.field(default_factory=list)
@@ -56,6 +59,7 @@ class RunRecord:
     seconds: float = 0.0
     time_split: dict[str, float] = dataclasses.field(default_factory=lambda: {"rollouts": 0.0, "updates": 0.0})
     window: dict[str, list] = dataclasses.field(default_factory=lambda: {"stats": [], "losses": []})
+    checked: dict[str, tuple[int, dict]] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of_checkpoint(cls, checkpoint: dict[str, Any]) -> "RunRecord":
@@ -66,7 +70,9 @@ class RunRecord:
                           "simulator_episodes": int(checkpoint.get("simulator_episodes_spent", 0))},
                    teacher=checkpoint.get("teacher"), seconds=float(checkpoint.get("seconds", 0.0)),
                    time_split=dict(checkpoint.get("time_split") or {"rollouts": 0.0, "updates": 0.0}),
-                   window=checkpoint.get("log_window") or {"stats": [], "losses": []})
+                   window=checkpoint.get("log_window") or {"stats": [], "losses": []},
+                   checked={check: (int(updates), dict(figures))
+                            for check, (updates, figures) in (checkpoint.get("checked") or {}).items()})
 
 
 @dataclasses.dataclass
@@ -80,9 +86,7 @@ class TrainingRun:
     TD training began (``time.perf_counter``); ``saved``: the episode of the run's latest
     checkpoint on disk (None: none yet); ``reference_search``: the process searching the held-out
     headroom references beside the training (:func:`topo_env.references.headroom.search_in_background`;
-    None: cached, or not scored); ``checked``: per check ("validation", "curve") the agent network's
-    :attr:`~learners.learner.QMIXLearner.agent_updates` at its last run and its figures (a check of
-    the same network again takes them instead of playing); ``stopped``: Ctrl-C or a budget ended it early, and
+    None: cached, or not scored); ``stopped``: Ctrl-C or a budget ended it early, and
     ``stop_reason`` which ("interrupted" or "budget"); ``command`` and ``continue_with``: as in
     :class:`learners.training.RunOptions` (what the closing lines tell to run)."""
     cfg: ExperimentConfig
@@ -102,7 +106,6 @@ class TrainingRun:
     started: float = 0.0
     saved: int | None = None
     reference_search: Any = None
-    checked: dict[str, tuple[int, dict]] = dataclasses.field(default_factory=dict)
     stopped: bool = False
     stop_reason: str | None = None
     command: str | None = None
@@ -189,6 +192,7 @@ def save_checkpoint(run: TrainingRun, episode: int) -> None:
              "held_out_curve": list(record.held_out_curve),
              "seconds": run.seconds, "time_split": dict(record.time_split),
              "log_window": {"stats": list(record.window["stats"]), "losses": list(record.window["losses"])},
+             "checked": {check: [updates, dict(figures)] for check, (updates, figures) in record.checked.items()},
              "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
              "buffer": run.buffer.state_dict() if cfg.train.save_buffer else None}
     try:

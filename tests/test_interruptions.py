@@ -24,15 +24,16 @@ from topo_env.references import headroom
 
 torch.set_num_threads(1)
 TESTS = Path(__file__).resolve().parent
-TINY = ["--episodes", "64", "--no-progress", "--no-pictures",
+TINY = ["--episodes", "64", "--no-progress", "--no-pictures", "--set", "runtime.torch_threads=1",
         "--set", "sim_scale.teacher_episodes=256", "--set", "sim_scale.teacher_epochs=2",
         "--set", "env.embed_dim=32", "--set", "qmix.hidden_dim=16", "--set", "sim_scale.batch=16",
         "--set", "sim_scale.noise_samples=2", "--set", "qmix.batch_size=16", "--set", "qmix.episodes_per_update=8",
         "--set", "train.validate_every=32", "--set", "train.validate_episodes=50", "--set", "train.eval_episodes=100",
         "--set", "train.curve_every=0", "--set", "train.checkpoint_every=16", "--set", "train.log_every=32",
-        "--set", "train.references=false"]
+        "--set", "train.references=false", "--set", "qmix.mixer_warmup=0", "--set", "train.warmup_episodes=16"]
 """A 64-episode batched run (batches of 16) with a teacher: checkpoints every 16 episodes,
-validation every 32 (and the student's at 0), log windows of 32 (a checkpoint at 48 falls inside one)."""
+validation every 32 (and the student's at 0), log windows of 32 (a checkpoint at 48 falls inside one);
+updates from episode 16 on, the agent network's too, so that every validation check plays."""
 TIMING = {"seconds", "time_split", "search_cached"}
 
 

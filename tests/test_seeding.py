@@ -35,7 +35,7 @@ def seeds_of_a_run(tmp_path_factory) -> dict[str, list]:
         assert train_qmix.main([  # the one-episode loop: its episodes go through TopologyParallelEnv.reset
             "--config", ONE_EPISODE_CONFIG, "--episodes", "3", "--seed", "7", "--no-progress", "--no-pictures", "--out",
             str(tmp_path_factory.mktemp("run")), "--set", "train.validate_every=1", "--set", "train.validate_episodes=2",
-            "--set", "train.eval_episodes=1", "--set", "train.references=false", "--set", "train.warmup_episodes=8",
+            "--set", "train.eval_episodes=1", "--set", "train.references=false", "--set", "train.warmup_episodes=1", "--set", "qmix.batch_size=1",
             "--set", "qmix.hidden_dim=8",
         ]) == 0
     return played

@@ -104,6 +104,7 @@ def test_distillation_teaches_the_teachers_choices(small_search):
 def test_train_qmix_distils_the_teacher_first(small_search, tmp_path):
     out = tmp_path / "run"
     assert train_qmix.main(["--out", str(out), "--episodes", "64", "--no-progress", "--no-pictures",
+                            "--set", "runtime.torch_threads=1",
                             "--set", "sim_scale.teacher_episodes=512", "--set", "sim_scale.teacher_epochs=2",
                             "--set", "env.embed_dim=32", "--set", "qmix.hidden_dim=16",
                             "--set", "sim_scale.batch=32", "--set", "sim_scale.noise_samples=2",

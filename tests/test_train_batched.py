@@ -18,7 +18,7 @@ from topo_env.engine.config_checks import ConfigError
 
 torch.set_num_threads(1)
 
-SMALL = ["--set", "train.eval_episodes=50", "--set", "train.references=false", "--set", "train.warmup_episodes=8",
+SMALL = ["--set", "runtime.torch_threads=1", "--set", "train.eval_episodes=50", "--set", "train.references=false", "--set", "train.warmup_episodes=8",
          "--set", "qmix.batch_size=8", "--set", "train.checkpoint_every=8", "--set", "train.log_every=4",
          "--set", "qmix.hidden_dim=16", "--set", "exploration.eps_anneal_episodes=24", "--set", "qmix.lr_anneal_episodes=24", "--set", "env.embed_dim=32",
          "--set", "sim_scale.teacher_episodes=0", "--set", "train.validate_every=0", "--set", "train.curve_every=0",

@@ -276,6 +276,11 @@ def test_checks_of_a_network_the_mixer_warmup_kept_still_are_not_played_again(tm
     curve = summary["learning_curve"]["points"]
     assert [p["episode"] for p in curve] == [0, 10, 20, 30] and len({p["reward"] for p in curve}) == 1
     assert played == ["eval", "train"]  # the curve's first point, the first validation check
+    resumed = tmp_path / "resumed"  # stopped at 20 and resumed: the checkpoint keeps the last checks' figures
+    assert train(resumed, *checks[2:], "--episodes", "20", "--set", "qmix.mixer_warmup=100000") == 0
+    assert train_qmix.main(["--resume", str(resumed), "--episodes", "30", "--no-progress"]) == 0
+    assert load_results(resumed)["train"] == load_results(still)["train"] | {
+        key: load_results(resumed)["train"][key] for key in ("seconds", "time_split")}
     played.clear()
     assert train(learning, *checks, "--set", "qmix.mixer_warmup=0") == 0
     assert played.count("train") == 3
