@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from learners.config import load_experiment
 from topo_env.engine.seeding import held_out_seed
+from topo_env.frontends.env_config import EnvConfig
 from topo_env.frontends.vector_env import SimVectorEnv
 from topo_env.references import headroom
 from topo_env.sim.tasks import TextReader
@@ -31,23 +33,41 @@ def share_with_se(policy: np.ndarray, best_fixed: np.ndarray, adaptive: np.ndarr
     return float(share), float(influence.std(ddof=1) / np.sqrt(len(gain)))
 
 
+class HeldOut(NamedTuple):
+    """A run's held-out episodes for the batch simulator: ``arrays`` (tasks, noise, adversaries), the
+    headroom references' per-episode rewards (``best_fixed``, ``adaptive``), each episode's readable
+    context as training's teacher reads it (``rows``, the subject read from the text) and ``subject_read``
+    (the share read right)."""
+    arrays: tuple
+    best_fixed: np.ndarray
+    adaptive: np.ndarray
+    rows: np.ndarray
+    subject_read: float
+
+
+def held_out(venv: SimVectorEnv, config: EnvConfig, seed: int, episodes: int) -> HeldOut:
+    """The first ``episodes`` held-out episodes of a run of ``seed`` on ``venv``'s team (``config``'s)."""
+    drawn, _ = venv.sample_episodes(range(held_out_seed(seed), held_out_seed(seed) + episodes), "eval")
+    arrays = (drawn.tasks, drawn.noise, drawn.adversaries)
+    played = headroom.play_references(venv.sim, headroom.cached_references(config, progress=False)[0], *arrays)
+    subjects, _ = TextReader(venv.profile).read(list(drawn.texts))
+    return HeldOut(arrays, played["best_fixed"].reward, played["adaptive"].reward, headroom.readable_rows(subjects),
+                   float((subjects == drawn.tasks.subject).mean()))
+
+
 def ceiling(config: str, overrides: Sequence[str], seed: int, episodes: int) -> dict:
     """The teacher's figures on the ``episodes`` held-out episodes of a run of ``seed``."""
     cfg = load_experiment(config, overrides)
     venv = SimVectorEnv(cfg.env)
-    seeds = range(held_out_seed(seed), held_out_seed(seed) + episodes)
-    drawn, _ = venv.sample_episodes(seeds, "eval")
-    arrays = (drawn.tasks, drawn.noise, drawn.adversaries)
-    played = headroom.play_references(venv.sim, headroom.cached_references(cfg.env, progress=False)[0], *arrays)
+    episodes_of_run = held_out(venv, cfg.env, seed, episodes)
     teacher, _ = headroom.cached_references(cfg.env, progress=False, context="readable")
-    subjects, _ = TextReader(venv.profile).read(list(drawn.texts))
-    rewards = headroom.play_policies(venv.sim, teacher.policies("adaptive", headroom.readable_rows(subjects), venv.sim),
-                                     *arrays).reward
-    best_fixed, adaptive = played["best_fixed"].reward, played["adaptive"].reward
+    rewards = headroom.play_policies(venv.sim, teacher.policies("adaptive", episodes_of_run.rows, venv.sim),
+                                     *episodes_of_run.arrays).reward
+    best_fixed, adaptive = episodes_of_run.best_fixed, episodes_of_run.adaptive
     share, se = share_with_se(rewards, best_fixed, adaptive)
     return {"seed": seed, "best_fixed": float(best_fixed.mean()), "adaptive": float(adaptive.mean()),
             "teacher": float(rewards.mean()), "share": share, "share_se": se,
-            "subject_read": float((subjects == drawn.tasks.subject).mean())}
+            "subject_read": episodes_of_run.subject_read}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,11 +16,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from experiments.teacher_ceiling import held_out
 from learners.config import load_experiment
-from topo_env.engine.seeding import held_out_seed
 from topo_env.frontends.vector_env import SimVectorEnv
 from topo_env.references import headroom
-from topo_env.sim.tasks import TextReader
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,16 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         headroom.joint_library = full_library
     print(f"{args.profile}, N = 3, T = 2: enumerated {enumerated_s:.0f} s, searched with the small library "
           f"{time.perf_counter() - started:.0f} s")
-    hidden, _ = headroom.cached_references(cfg.env, progress=False)
-    reader = TextReader(venv.profile)
     for seed in args.seeds:
-        drawn, _ = venv.sample_episodes(range(held_out_seed(seed), held_out_seed(seed) + args.episodes), "eval")
-        arrays = (drawn.tasks, drawn.noise, drawn.adversaries)
-        played = headroom.play_references(sim, hidden, *arrays)
-        best_fixed, adaptive = played["best_fixed"].reward.mean(), played["adaptive"].reward.mean()
-        rows = headroom.readable_rows(reader.read(list(drawn.texts))[0])
-        a = headroom.play_policies(sim, enumerated.policies("adaptive", rows, sim), *arrays).reward
-        b = headroom.play_policies(sim, searched.policies("adaptive", rows, sim), *arrays).reward
+        run = held_out(venv, cfg.env, seed, args.episodes)
+        best_fixed, adaptive = run.best_fixed.mean(), run.adaptive.mean()
+        a = headroom.play_policies(sim, enumerated.policies("adaptive", run.rows, sim), *run.arrays).reward
+        b = headroom.play_policies(sim, searched.policies("adaptive", run.rows, sim), *run.arrays).reward
         d = b - a
         print(f"  seed {seed}: teacher share enumerated {(a.mean() - best_fixed) / (adaptive - best_fixed):.3f}, "
               f"searched {(b.mean() - best_fixed) / (adaptive - best_fixed):.3f}; searched - enumerated "
