@@ -10,7 +10,7 @@ action's data, so the advantages only have to carry the small differences betwee
 
 Message passing is torch_geometric's ``GatedGraphConv`` (its parameters, initialisation and
 GRU update) run on dense graphs, the way torch_geometric's own ``Dense*Conv`` layers run on
-batches of small graphs (see :class:`DenseGatedGraphConv`): at each layer a node v sums
+batches of small graphs (see :class:`learners.graph_conv.DenseGatedGraphConv`): at each layer a node v sums
 ``W h_u`` over the agents u whose output it receives (edges u -> v, i.e. ``A[u, v] = 1``,
 the direction messages travel; the reference aggregates against it) and updates ``h_v`` with
 a GRU cell. Shapes never depend on the graph. The graph an agent sees when choosing round t's
@@ -27,36 +27,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch_geometric.nn import GatedGraphConv
-
-
-class DenseGatedGraphConv(GatedGraphConv):
-    """torch_geometric's ``GatedGraphConv`` (sum aggregation) on a batch of dense graphs:
-    x (G, N, H), adjacency (G, N, N) with ``A[u, v] = 1`` for an edge u -> v -> (G * N, H).
-
-    Node v's message is ``sum_u A[u, v] * (W h_u)``, summed in sender order u = 0, 1, ... as
-    the parent's edge-list path sums the listed edges (a scatter-add over edges in (g, u, v)
-    order; absent edges add exactly zero), so the outputs are bitwise those of
-    ``GatedGraphConv.forward`` on ``dense_to_sparse(adjacency)``, and so are the gradients on
-    3-agent graphs without self-loops (the env's); on larger graphs the gradients' sums over
-    receivers may round differently (tested). It skips building the edge list and the gather
-    and scatter, which on teams of a few agents cost more than the sums themselves.
-    Parameters and state-dict keys are the parent's.
-    """
-
-    def forward(self, x: torch.Tensor, adjacency: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        g, n, width = x.shape
-        if width != self.out_channels:
-            raise ValueError(f"node features have {width} channels, expected {self.out_channels}")
-        senders = adjacency.to(x.dtype).unsqueeze(-1)  # (G, N_u, N_v, 1)
-        x = x.reshape(g * n, width)
-        for layer in range(self.num_layers):
-            m = torch.matmul(x, self.weight[layer]).view(g, n, width)
-            summed = senders[:, 0] * m[:, 0:1]
-            for u in range(1, n):
-                summed = summed + senders[:, u] * m[:, u:u + 1]
-            x = self.rnn(summed.reshape(g * n, width), x)
-        return x
 
 
 class DuelingHead(nn.Module):
@@ -83,7 +53,12 @@ class AgentQNetwork(nn.Module):
         super().__init__()
         self.hidden_dim = hidden_dim
         self.encode = nn.Linear(obs_dim, hidden_dim)
-        self.gnn = DenseGatedGraphConv(hidden_dim, num_layers=gnn_layers, aggr="add") if gnn else None
+        self.gnn = None
+        if gnn:
+            # imported here: torch_geometric takes seconds to import (it loads transformers), and a
+            # program that stops at a config error or never builds a network should not pay for it
+            from learners.graph_conv import DenseGatedGraphConv
+            self.gnn = DenseGatedGraphConv(hidden_dim, num_layers=gnn_layers, aggr="add")
         self.rnn = nn.GRUCell(hidden_dim, hidden_dim)
         self.head = DuelingHead(hidden_dim, n_actions) if dueling else nn.Sequential(
             nn.Linear(hidden_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, n_actions))

@@ -15,7 +15,8 @@ import torch
 from torch_geometric.nn import GatedGraphConv
 from torch_geometric.utils import dense_to_sparse
 
-from learners.agent_network import AgentQNetwork, DenseGatedGraphConv
+from learners.agent_network import AgentQNetwork
+from learners.graph_conv import DenseGatedGraphConv
 from learners.mixer import IndependentQ, QMixer, VDNMixer, make_mixer
 
 torch.set_num_threads(1)
