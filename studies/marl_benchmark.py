@@ -242,7 +242,7 @@ def aggregate(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Mean and SE over seeds of one method's runs on one profile, and the per-seed shares."""
     def over_seeds(values: Sequence[float]) -> dict[str, float]:
         v = np.asarray(values, dtype=np.float64)
-        return {"mean": float(v.mean()), "se": standard_error(v)}
+        return {"mean": float(v.mean()), "se": standard_error(v), "seeds": len(v)}
 
     shares = [r["headroom_share"] for r in runs]
     out = {key: over_seeds([r[key] for r in runs]) for key in ("reward", "accuracy", "tokens_per_task", "frames",
@@ -279,9 +279,11 @@ def _number(value: float | None, digits: int) -> str:
 
 
 def _cell(figure: dict[str, float] | None, digits: int = 4, scale: float = 1.0, sign: str = "") -> str:
+    """``mean (SE over seeds)``; the mean alone for one seed, which has no SE over seeds."""
     if figure is None:
         return "-"
-    return f"{scale * figure['mean']:{sign}.{digits}f} ({scale * figure['se']:.{digits}f})"
+    mean = f"{scale * figure['mean']:{sign}.{digits}f}"
+    return mean if figure.get("seeds", 2) < 2 else f"{mean} ({scale * figure['se']:.{digits}f})"
 
 
 COLUMNS = ("profile", "method", "seeds", "headroom share", "per-seed shares", "reward", "− best fixed",
@@ -300,7 +302,7 @@ def markdown_table(table: dict[str, dict[str, Any]], episodes: int) -> str:
                      f"{m['wall_seconds']['mean'] / 60:.1f}"]
             lines.append("| " + " | ".join(cells) + " |")
     others = sorted({e for rows in table.values() for m in rows.values() for e in m["episodes"]} - {episodes})
-    notes = [f"Mean (SE over seeds); each seed scored on its own {episodes:,} held-out episodes (env seeds "
+    notes = [f"Mean (SE over seeds; a row of one seed shows its figures alone); each seed scored on its own {episodes:,} held-out episodes (env seeds "
              "held_out_seed(seed) + k, eval split), the same for every row and for best_fixed and adaptive. "
              "Headroom share = (policy − best_fixed) / (adaptive − best_fixed); − best fixed is paired episode by "
              "episode, paired SE its mean standard error within a seed. Frames: env steps times env rows "

@@ -124,6 +124,10 @@ def test_a_tiny_study_writes_every_field_and_skips_finished_runs(tmp_path, monke
                                           EPISODES)
     row = next(line for line in table.splitlines() if "| benchmarl_mappo |" in line)
     assert f"0: {run['headroom_share']:.2f}" in table and "| 240 |" in row
+    mappo = json.loads((tmp_path / "mmlu_pro" / "benchmarl_mappo_seed0.json").read_text())
+    assert f"| {mappo['reward']:.4f} |" in row  # one seed: its figure, no SE over seeds in brackets
+    two = marl_benchmark.aggregate([mappo, {**mappo, "seed": 1, "reward": mappo["reward"] + 0.02}])
+    assert marl_benchmark._cell(two["reward"]) == f"{mappo['reward'] + 0.01:.4f} (0.0100)"
 
 
 def test_a_missing_central_ppo_skips_its_rows_only(tmp_path, monkeypatch, tiny_batches):
