@@ -283,7 +283,7 @@ def _cell(figure: dict[str, float] | None, digits: int = 4, scale: float = 1.0, 
     if figure is None:
         return "-"
     mean = f"{scale * figure['mean']:{sign}.{digits}f}"
-    return mean if figure.get("seeds", 2) < 2 else f"{mean} ({scale * figure['se']:.{digits}f})"
+    return mean if figure["seeds"] < 2 else f"{mean} ({scale * figure['se']:.{digits}f})"
 
 
 COLUMNS = ("profile", "method", "seeds", "headroom share", "per-seed shares", "reward", "− best fixed",
@@ -302,8 +302,9 @@ def markdown_table(table: dict[str, dict[str, Any]], episodes: int) -> str:
                      f"{m['wall_seconds']['mean'] / 60:.1f}"]
             lines.append("| " + " | ".join(cells) + " |")
     others = sorted({e for rows in table.values() for m in rows.values() for e in m["episodes"]} - {episodes})
-    notes = [f"Mean (SE over seeds; a row of one seed shows its figures alone); each seed scored on its own {episodes:,} held-out episodes (env seeds "
-             "held_out_seed(seed) + k, eval split), the same for every row and for best_fixed and adaptive. "
+    notes = [f"Mean (SE over seeds; a row of one seed shows its figures alone); each seed scored on its own "
+             f"{episodes:,} held-out episodes (env seeds held_out_seed(seed) + k, eval split), the same for every "
+             "row and for best_fixed and adaptive. "
              "Headroom share = (policy − best_fixed) / (adaptive − best_fixed); − best fixed is paired episode by "
              "episode, paired SE its mean standard error within a seed. Frames: env steps times env rows "
              "(QMIX: every simulated episode its run played, times the rounds); wall: training and scoring, "
