@@ -22,8 +22,8 @@ checked against the truth:
 
 prints, per team and trace source, the mean over seeds (with its SE) of the parameters checked, those
 outside both 3 SE and tolerance, the largest |z|, and per topology the fitted and true rewards; it
-writes everything to ``OUT/recovery.json``. ``tests/test_fit_recovery.py`` runs one seed of each team
-at :data:`TEST_EPISODES` episodes.
+writes everything to ``OUT/recovery.json``. ``tests/test_fit_recovery.py`` runs one seed of three cases
+(one per domain and trace source) at :data:`TEST_EPISODES` episodes.
 """
 from __future__ import annotations
 

@@ -25,6 +25,9 @@ from topo_env.frontends.parallel_env import TopologyParallelEnv
 ray = pytest.importorskip("ray")
 from learners.distributed import RayRollouts  # noqa: E402
 
+# costly module fixtures: pytest-xdist (--dist loadgroup, pyproject.toml) builds them once, on one worker
+pytestmark = pytest.mark.xdist_group("test_distributed")
+
 torch.set_num_threads(1)
 
 EPISODES = 64

@@ -17,6 +17,9 @@ from topo_env.fitting.fit_report import truth_values
 from topo_env.engine.traces import read_truth
 from topo_env.sim.profiles import get_profile, with_overrides
 
+# costly module fixtures: pytest-xdist (--dist loadgroup, pyproject.toml) builds them once, on one worker
+pytestmark = pytest.mark.xdist_group("test_fit")
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # The generating profile: every checked parameter is set here (not taken from profiles.py, whose values

@@ -19,9 +19,12 @@ from topo_env.fitting.explore import default_pool, record_exploration
 from topo_env.fitting.fit import FitError, fit_records, fit_traces, load_traces, main
 from topo_env.fitting.fit_check import MISFIT_Z, TOPOLOGIES, plays, predictive_check
 from topo_env.fitting.fit_report import AT_BOUND, FITTED, KEPT, NOT_IDENTIFIED, format_report
-from topo_env.fitting.fit_stats import at_bound, std_errors
+from topo_env.fitting.fit_stats import at_bound, hessian, std_errors
 from topo_env.fitting.fit_updates import UPDATE_PARAMS, Gauge, to_gauge
 from topo_env.sim.profiles import get_profile, with_overrides
+
+# costly module fixtures: pytest-xdist (--dist loadgroup, pyproject.toml) builds them once, on one worker
+pytestmark = pytest.mark.xdist_group("test_fit_parts")
 
 EPISODES = 400  # a small trace set: enough for every part of the fit to run
 
@@ -150,6 +153,34 @@ def test_search_reports_starts_and_beats_the_truth(fitted):
     t = np.array([getattr(base, n) for n in UPDATE_PARAMS])
     v = np.array(base.verifiability)
     assert res.nll <= -um.structural(t, v).sum() + 1e-6
+
+
+def test_a_hessian_over_blocks_moves_one_parameter_of_every_block_at_once():
+    """Three blocks of two parameters and two shared ones (each block's terms touch its own and the shared
+    parameters only): 2 + 2 gradient evaluations past the first give the Hessian that 8 one at a time give."""
+    rng = np.random.default_rng(0)
+    blocks = np.array([0, 0, 1, 1, 2, 2, -1, -1])
+    terms = [(np.array([2 * b, 2 * b + 1, 6, 7]), rng.normal(size=(4, 4))) for b in range(3)]
+
+    def value_and_grad(x):
+        calls.append(1)
+        f, g = 0.0, np.zeros(len(x))
+        for idx, a in terms:  # log(1 + exp(a y)) summed, y = this block's and the shared parameters
+            z = a @ x[idx]
+            f += np.logaddexp(0.0, z).sum()
+            g[idx] += a.T @ (1.0 / (1.0 + np.exp(-z)))
+        return f, g
+
+    x = rng.normal(size=8)
+    calls = []
+    one_at_a_time = hessian(value_and_grad, x, step=1e-6)
+    assert len(calls) == 9
+    calls = []
+    grouped = hessian(value_and_grad, x, step=1e-6, blocks=blocks)
+    assert len(calls) == 5
+    assert np.allclose(grouped, one_at_a_time, rtol=1e-6, atol=1e-7)
+    assert grouped[0, 2] == 0.0 and grouped[1, 5] == 0.0  # blocks never meet
+    assert np.abs(grouped[:6, 6:]).min() > 1e-3  # a block and the shared parameters do
 
 
 # ------------------------------------------------------------------------------------------------

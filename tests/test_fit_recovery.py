@@ -31,7 +31,10 @@ from experiments.fit_recovery import PROBE_TASKS, TEAMS, TEST_EPISODES, perturb,
 from topo_env.fitting.fit_report import AT_BOUND, FITTED, NOT_IDENTIFIED
 from topo_env.fitting.fit_updates import UPDATE_PARAMS
 
-CASES = [(team, "explore") for team in TEAMS] + [("mmlu_pro_mixed", "probe")]
+# One case per domain and one per trace source: math and code explored, the heterogeneous reasoning team
+# probed. The reasoning teams explored (mmlu_pro is tests/test_fit.py's team) and livecodebench are in the
+# study's seeds 0-2 (python -m experiments.fit_recovery, docs/llm-teams.md), to keep the suite short.
+CASES = [("aime25", "explore"), ("humaneval", "explore"), ("mmlu_pro_mixed", "probe")]
 Z_FOUR_TOPOLOGIES = 2.5  # two-sided 95% for four comparisons at once (Bonferroni: 0.05 / 4 each)
 
 

@@ -66,8 +66,7 @@ def test_a_sim_episode_with_the_default_encoder_loads_no_optional_extra(front_en
 def test_the_training_program_imports_torch_geometric_only_to_build_a_network():
     """torch_geometric's import takes seconds (it loads transformers): a run that stops at a bad
     argument or config, and the network without message passing, never pay for it."""
-    assert "torch_geometric" not in loaded_extras("import train_qmix")
-    no_messages = "from learners.agent_network import AgentQNetwork; AgentQNetwork(4, gnn=False)"
+    no_messages = "import train_qmix; from learners.agent_network import AgentQNetwork; AgentQNetwork(4, gnn=False)"
     assert "torch_geometric" not in loaded_extras(no_messages)
     assert "torch_geometric" in loaded_extras(no_messages.replace("gnn=False", "gnn=True"))
 

@@ -22,6 +22,9 @@ from interrupted_run import SMALL_SEARCH, interrupt_at
 from topo_env.engine.cli import run_main
 from topo_env.references import headroom
 
+# costly module fixtures: pytest-xdist (--dist loadgroup, pyproject.toml) builds them once, on one worker
+pytestmark = pytest.mark.xdist_group("test_interruptions")
+
 torch.set_num_threads(1)
 TESTS = Path(__file__).resolve().parent
 TINY = ["--episodes", "64", "--no-progress", "--no-pictures", "--set", "runtime.torch_threads=1",

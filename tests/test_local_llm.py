@@ -51,13 +51,18 @@ def recording(backend):
     return seen
 
 
-@pytest.mark.parametrize("domain", ["reasoning", "math", "code"])
-def test_episode_against_the_real_model(server, tmp_path, domain):
+TWO_ROUNDS = [(1, 0, 4), (5, 3, 0)]  # a broadcast, a verifier, a debate pair, an aggregator
+
+
+@pytest.mark.parametrize("domain,actions", [("reasoning", TWO_ROUNDS), ("math", TWO_ROUNDS[:1]),
+                                            ("code", TWO_ROUNDS[:1])])
+def test_episode_against_the_real_model(server, tmp_path, domain, actions):
+    """Math and code play one round: their prompts, answers and scoring; reasoning plays two (messages
+    carried from round to round)."""
     backend = {"kind": "llm", "model": MODEL_ALIAS, "base_url": server.base_url, "max_tokens": 24, "temperature": 0.7,
                "timeout_s": 120, "cache_path": str(tmp_path / "cache.sqlite"),
                "dataset": str(write_tasks(tmp_path / "t.jsonl", domain)), "train_size": 1}
-    cfg = dict(backend=backend, domain=domain, rounds=2, render_mode="ansi")
-    actions = [(1, 0, 4), (5, 3, 0)]  # a broadcast, a verifier, a debate pair, an aggregator
+    cfg = dict(backend=backend, domain=domain, rounds=len(actions), render_mode="ansi")
     env = topo_env.parallel_env(**cfg)
     seen = recording(env.backend)
     env.reset(seed=11)
@@ -72,7 +77,7 @@ def test_episode_against_the_real_model(server, tmp_path, domain):
     assert shown == received
     finals = {(r.round, m.sender): m.text.strip() for r in env.history for m in r.finals}
     decision_prompt = seen[-1][0][1]["content"]
-    assert all(finals[(1, i)] in decision_prompt for i in range(3))
+    assert all(finals[(len(actions) - 1, i)] in decision_prompt for i in range(3))
     # tokens: the server's usage, summed
     assert infos["agent_0"]["team_tokens"] == sum(r.prompt_tokens + r.completion_tokens for _, r in seen)
     assert infos["agent_0"]["tokens_estimated"] == 0
@@ -167,7 +172,7 @@ def test_the_small_model_task_set_plays_against_the_real_model(server, tmp_path)
 
 
 def test_one_smollm2_agent_alone_states_a_number_on_small_math(server, tmp_path):
-    """studies.single_agent against SmolLM2 on 12 held-out small_math tasks: the model rarely uses the
+    """studies.single_agent against SmolLM2 on 8 held-out small_math tasks: the model rarely uses the
     boxed format, but asked for a single number it states one that the scorer reads (287 of 300 tasks
     in docs/results.md), and the study scores and counts every task."""
     from studies import single_agent
@@ -176,7 +181,7 @@ def test_one_smollm2_agent_alone_states_a_number_on_small_math(server, tmp_path)
     config.write_text(yaml.safe_dump({"env": {"domain": "math", "backend": {
         "kind": "llm", "model": MODEL_ALIAS, "base_url": server.base_url, "temperature": 0.0, "max_tokens": 48,
         "timeout_s": 120, "cache_path": str(tmp_path / "cache.sqlite"), "dataset": "small_math", "train_size": 600}}}))
-    result = single_agent.answer_alone(str(config), 12, agent=0, progress=False)
-    assert result["tasks"] == 12 and all(r["correct"] in (0.0, 1.0) for r in result["rows"])
-    assert sum(r["answer"] is not None for r in result["rows"]) >= 10
+    result = single_agent.answer_alone(str(config), 8, agent=0, progress=False)
+    assert result["tasks"] == 8 and all(r["correct"] in (0.0, 1.0) for r in result["rows"])
+    assert sum(r["answer"] is not None for r in result["rows"]) >= 6
     assert 50 < result["tokens_per_task"] < 400  # prompt and completion, from the server's usage

@@ -18,6 +18,9 @@ from learners.training import RunOptions
 from run_checks import ONE_EPISODE_CONFIG
 from topo_env.engine.cli import RunError
 
+# costly module fixtures: pytest-xdist (--dist loadgroup, pyproject.toml) builds them once, on one worker
+pytestmark = pytest.mark.xdist_group("test_seeds_faults")
+
 EPISODES = 48  # checkpoints every 4: the kill lands well before the end
 QUIET = RunOptions(progress=False, pictures=False)
 

@@ -19,6 +19,9 @@ import train_qmix
 from experiments.fit_recovery import perturb
 from topo_env.fitting.fit import write_profile
 
+# costly module fixtures: pytest-xdist (--dist loadgroup, pyproject.toml) builds them once, on one worker
+pytestmark = pytest.mark.xdist_group("test_sim2real")
+
 BUDGET = 1500
 SMALL = ["--sim-set", "sim_scale.teacher_episodes=0", "--sim-set", "train.validate_every=0",
          "--sim-set", "train.curve_every=0", "--sim-set", "train.eval_episodes=50", "--sim-set", "train.references=false",

@@ -29,6 +29,9 @@ from test_sim2real import SMALL
 from topo_env.engine.config_checks import ConfigError
 from topo_env.fitting.fit import write_profile
 
+# costly module fixtures: pytest-xdist (--dist loadgroup, pyproject.toml) builds them once, on one worker
+pytestmark = pytest.mark.xdist_group("test_sim2real_faults")
+
 BUDGET, FINETUNE, EPISODES = 600, 100, 64
 SIM_SETS = SMALL[1::2]
 COMMAND = "python train_qmix.py --config real_team.yaml --sim2real --real-calls 600 --finetune-calls 100"

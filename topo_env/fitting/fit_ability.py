@@ -296,7 +296,9 @@ class AttemptModel:
         res = minimize(lambda t: self.nll(t), x0, jac=True, method="L-BFGS-B", bounds=bounds,
                        options={"maxiter": 500})
         self.theta = res.x
-        h = hessian(lambda t: self.nll(t), res.x, step=1e-5)
+        subject_of_parameter = [*self.fit_sub, *(s for _, s in self.fit_dev)]  # beta and the rest: shared (-1)
+        blocks = np.array(subject_of_parameter + [-1] * (len(res.x) - len(subject_of_parameter)))
+        h = hessian(lambda t: self.nll(t), res.x, step=1e-5, blocks=blocks)  # each task has one subject
         self.se, self.cov = std_errors(h)
         return res
 

@@ -37,17 +37,37 @@ def gauss_hermite(n: int) -> tuple[np.ndarray, np.ndarray]:
     return x, np.log(w / w.sum())
 
 
-def hessian(fun, x: np.ndarray, step: float = 1e-4) -> np.ndarray:
+def hessian(fun, x: np.ndarray, step: float = 1e-4, blocks: np.ndarray | None = None) -> np.ndarray:
     """Central-difference Hessian of a scalar function (or Jacobian of a gradient when ``fun``
-    returns (value, grad))."""
+    returns (value, grad)).
+
+    ``blocks`` (with a gradient only): ``blocks[a]`` >= 0 is parameter a's block, -1 marks a shared
+    parameter, with the contract that the gradient along a parameter of block b depends on block b's
+    and the shared parameters only (the attempt model: every task belongs to one subject). One
+    gradient evaluation then moves the j-th parameter of every block at once (the column grouping of
+    Curtis, Powell and Reid, 1974): the Hessian costs (shared + largest block) evaluations instead of
+    one per parameter, and its block entries are the ones the one-at-a-time differences give."""
     k = len(x)
     h = np.zeros((k, k))
     probe = fun(x)
     if isinstance(probe, tuple):  # forward differences of the analytic gradient
-        for a in range(k):
+        steps = np.array([step * max(1.0, abs(v)) for v in x])
+        blocks = np.full(k, -1) if blocks is None else np.asarray(blocks)
+        for a in np.flatnonzero(blocks < 0):
             e = np.zeros(k)
-            e[a] = step * max(1.0, abs(x[a]))
-            h[a] = (fun(x + e)[1] - probe[1]) / e[a]
+            e[a] = steps[a]
+            h[a] = (fun(x + e)[1] - probe[1]) / steps[a]
+        members = [np.flatnonzero(blocks == b) for b in np.unique(blocks[blocks >= 0])]
+        for j in range(max((len(m) for m in members), default=0)):
+            moved = np.array([m[j] for m in members if j < len(m)])
+            e = np.zeros(k)
+            e[moved] = steps[moved]
+            change = fun(x + e)[1] - probe[1]
+            for m in members:
+                if j < len(m):
+                    h[m[j], m] = change[m] / steps[m[j]]
+        shared = blocks < 0
+        h[np.ix_(~shared, shared)] = h[np.ix_(shared, ~shared)].T  # read off the shared parameters' rows
         return (h + h.T) / 2
     f0 = probe
     steps = np.array([step * 10 * max(1.0, abs(v)) for v in x])
