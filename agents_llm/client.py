@@ -15,6 +15,8 @@ lazily, never pickled). Each call:
 * fails at once with :class:`ServerCrashed` when the server answers that its model process died
   (a 503 whose ``error.type`` is ``"server_crashed"``, as :mod:`agents_llm.local_server` answers
   after its llama.cpp process crashed): the line says how it died and which log to read;
+* sends a sampling ``seed`` derived from the request (:func:`request_seed`), so a fresh cache on the same
+  server samples the same replies whatever the server served before;
 * counts tokens from the response's ``usage`` (prompt + completion, reasoning tokens when the
   server reports them); without usage it estimates them and marks the result ``estimated``.
 
@@ -80,6 +82,13 @@ class ChatResult(NamedTuple):
     cached: bool
 
 
+def request_seed(key: str) -> int:
+    """The sampling seed sent with the request whose cache key is ``key`` (its first 31 bits): the same
+    request and sample index always sample with the same seed. llama.cpp, vLLM, SGLang and Ollama honour
+    it; OpenAI on a best-effort basis."""
+    return int(key[:8], 16) & 0x7FFF_FFFF
+
+
 def estimate_tokens(text: str) -> int:
     """Rough token count when a server reports no usage: one token per 4 characters."""
     return max(1, math.ceil(len(text) / 4)) if text else 0
@@ -137,7 +146,7 @@ class LLMClient:
             if hit is not None:
                 return ChatResult(**hit, cached=True)
         async with self._semaphore():
-            result = await self._call_with_retries(messages, params)
+            result = await self._call_with_retries(messages, {**params, "seed": request_seed(key)})
         if self._cache is not None:
             self._cache.put(key, {k: v for k, v in result._asdict().items() if k != "cached"})
         return result

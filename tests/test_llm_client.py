@@ -69,6 +69,19 @@ def test_cache_off_calls_every_time(tmp_path):
     assert len(srv.requests) == 2
 
 
+def test_each_request_carries_its_own_sampling_seed(tmp_path):
+    """The seed is the request's: the same messages and sample index send the same one, another sample
+    index or other messages another; it is a valid 31-bit seed for every server."""
+    other = [MESSAGES[0], {"role": "user", "content": "3+3?"}]
+    with FakeOpenAIServer() as srv:
+        client = make(srv, tmp_path, cache_path=None)
+        for messages, sample in ((MESSAGES, 0), (MESSAGES, 0), (MESSAGES, 1), (other, 0)):
+            run(client.complete(messages, sample_index=sample))
+    seeds = [r["seed"] for r in srv.requests]
+    assert seeds[0] == seeds[1] and len({seeds[0], seeds[2], seeds[3]}) == 3
+    assert all(isinstance(x, int) and 0 <= x < 2 ** 31 for x in seeds)
+
+
 def test_429_then_success(tmp_path):
     with FakeOpenAIServer([("status", 429), ("ok", "fine", {"prompt_tokens": 1, "completion_tokens": 1})]) as srv:
         res = run(make(srv, tmp_path).complete(MESSAGES))

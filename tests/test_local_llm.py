@@ -93,6 +93,31 @@ def test_episode_against_the_real_model(server, tmp_path, domain, actions):
     assert infos2["agent_0"]["team_tokens"] == infos["agent_0"]["team_tokens"]
 
 
+def test_a_sampled_reply_is_the_same_on_a_fresh_cache(server):
+    """Temperature 0.7 without a cache: the request's own seed (agents_llm.client.request_seed) makes the
+    server sample the same reply again, whatever it served in between."""
+    import asyncio
+
+    from agents_llm.client import LLMClient
+    from agents_llm.config import LLMSettings
+
+    client = LLMClient(LLMSettings(model=MODEL_ALIAS, base_url=server.base_url, temperature=0.7, max_tokens=24,
+                                   cache_path=None))
+    ask = [{"role": "user", "content": "Name a colour and a number."}]
+
+    async def replies():
+        try:
+            first = await client.complete(ask)
+            await client.complete([{"role": "user", "content": "Say anything."}], sample_index=3)
+            return first, await client.complete(ask)
+        finally:
+            await client.aclose()
+
+    first, again = asyncio.run(replies())
+    assert client.calls_made == 3 and not again.cached
+    assert again.content == first.content
+
+
 def test_pretrained_on_the_simulated_team_continues_on_the_real_model(server, tmp_path):
     """Sim to real: QMIX pretrained on the simulated reasoning profile, continued for a few episodes
     on the real model (--init-from), then evaluated on it; the pretrained networks are the start."""
