@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from learners.mixer import MIXERS
+from learners.teacher import TEACHER_LR_SCHEDULES
 from topo_env.engine.backend_registry import BATCH_SIMULATOR, backend_offers
 from topo_env.engine.cli import apply_set, parse_set
-from topo_env.engine.config_checks import ConfigError, check_int, check_number, load_yaml
+from topo_env.engine.config_checks import ConfigError, check_choice, check_int, check_number, load_yaml
 from topo_env.engine.seeding import EVAL_SEED_STRIDE, TEACHER_SEED_OFFSET
 from topo_env.frontends.env_config import EnvConfig
 
@@ -195,6 +196,9 @@ class SimScaleConfig:
             once per team and is cached). ``teacher_epochs`` passes over them, Adam at
             ``teacher_lr``, minibatches of ``teacher_batch_size``, cross-entropy on ``Q /
             teacher_temperature`` (so that Q-values stay on the reward's scale for TD to go on).
+            ``teacher_lr_schedule``: ``constant`` (``teacher_lr`` throughout) or ``one_cycle``
+            (``torch.optim.lr_scheduler.OneCycleLR``: up to ``teacher_lr`` over the first tenth of the
+            steps, then cosine down to nearly 0; ``learners.teacher.TEACHER_LR_SCHEDULES``).
     """
 
     SECTION: ClassVar[str] = "sim_scale"
@@ -206,6 +210,7 @@ class SimScaleConfig:
     teacher_lr: float = 3e-3
     teacher_batch_size: int = 1024
     teacher_temperature: float = 0.05
+    teacher_lr_schedule: str = "constant"
 
     def __post_init__(self) -> None:
         for key in ("batch", "noise_samples", "teacher_episodes"):
@@ -214,6 +219,7 @@ class SimScaleConfig:
             check_int(self, key, 1, prefix=self.SECTION)
         check_number(self, "teacher_lr", 0.0, open_low=True, prefix=self.SECTION)
         check_number(self, "teacher_temperature", 0.0, open_low=True, prefix=self.SECTION)
+        check_choice(self, "teacher_lr_schedule", TEACHER_LR_SCHEDULES, prefix=self.SECTION)
         _check_bools(self, "privileged_state")
 
     @property

@@ -37,6 +37,11 @@ from topo_env.engine.seeding import teacher_env_seed
 from topo_env.sim.tasks import TextReader
 from topo_env.frontends.vector_env import SimVectorEnv
 
+TEACHER_LR_SCHEDULES = ("constant", "one_cycle")
+"""How :func:`distill`'s learning rate moves: ``constant`` at ``lr``; ``one_cycle``
+(``torch.optim.lr_scheduler.OneCycleLR``, its defaults but ``pct_start=0.1``): from ``lr / 25`` up to ``lr``
+over the first tenth of the steps, then cosine down to ``lr / 25 / 10^4``."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Demonstrations:
@@ -79,15 +84,22 @@ def teacher_demonstrations(venv: SimVectorEnv, references: References, seeds: Se
 
 
 def distill(agent: AgentQNetwork, demonstrations: Demonstrations, epochs: int, batch_size: int, lr: float,
-            temperature: float, seed: int, device: torch.device | str = "cpu") -> list[float]:
+            temperature: float, seed: int, device: torch.device | str = "cpu",
+            lr_schedule: str = "constant") -> list[float]:
     """Train ``agent`` to pick the teacher's action per agent and round: ``epochs`` passes over the
     demonstrations in shuffled minibatches (``torch.Generator`` seeded by ``seed``), Adam at
-    ``lr``, loss ``cross_entropy(Q / temperature, teacher action)``. Returns each epoch's mean loss."""
+    ``lr`` moved by ``lr_schedule`` (:data:`TEACHER_LR_SCHEDULES`), loss
+    ``cross_entropy(Q / temperature, teacher action)``. Returns each epoch's mean loss."""
+    if lr_schedule not in TEACHER_LR_SCHEDULES:
+        raise ValueError(f"lr_schedule={lr_schedule!r}: must be one of {list(TEACHER_LR_SCHEDULES)}")
     device = torch.device(device)
     obs = torch.as_tensor(demonstrations.obs, device=device)
     adjacency = torch.as_tensor(demonstrations.adjacency, device=device)
     actions = torch.as_tensor(demonstrations.actions, device=device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=lr)
+    steps = int(epochs) * -(-len(demonstrations) // int(batch_size))
+    schedule = (torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps, pct_start=0.1)
+                if lr_schedule == "one_cycle" else None)
     order = torch.Generator().manual_seed(int(seed))
     agent.train()
     losses = []
@@ -99,6 +111,8 @@ def distill(agent: AgentQNetwork, demonstrations: Demonstrations, epochs: int, b
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            if schedule is not None:
+                schedule.step()
             total += loss.item() * len(rows)
         losses.append(total / len(demonstrations))
     agent.eval()
@@ -124,7 +138,7 @@ def imitate_teacher(env_config, sim_scale, agent: AgentQNetwork, seed: int, devi
     count = int(sim_scale.teacher_episodes)
     demonstrations = teacher_demonstrations(venv, references, [teacher_env_seed(seed, k) for k in range(count)])
     losses = distill(agent, demonstrations, sim_scale.teacher_epochs, sim_scale.teacher_batch_size,
-                     sim_scale.teacher_lr, sim_scale.teacher_temperature, seed, device)
+                     sim_scale.teacher_lr, sim_scale.teacher_temperature, seed, device, sim_scale.teacher_lr_schedule)
     if progress:
         print(f"teacher: {count} demonstrations, {len(losses)} epochs, loss {losses[0]:.3f} -> {losses[-1]:.3f}",
               file=sys.stderr)

@@ -12,7 +12,7 @@ import torch
 
 import train_qmix
 from learners.agent_network import AgentQNetwork
-from learners.teacher import distill, teacher_demonstrations
+from learners.teacher import Demonstrations, distill, teacher_demonstrations
 from topo_env.references import headroom
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.sim.batch import TaskArrays
@@ -99,6 +99,31 @@ def test_distillation_teaches_the_teachers_choices(small_search):
         q = agent.unroll(torch.as_tensor(demos.obs[:50]), torch.as_tensor(demos.adjacency[:50]))
     spread = (q.max(dim=-1).values - q.min(dim=-1).values).mean().item()
     assert spread < 2.0
+
+
+def test_a_one_cycle_distillation_climbs_to_its_rate_then_anneals(monkeypatch):
+    rates = []
+
+    class Recorded(torch.optim.lr_scheduler.OneCycleLR):
+        def step(self, *args, **kwargs):
+            super().step(*args, **kwargs)
+            rates.append(self.get_last_lr()[0])
+
+    monkeypatch.setattr(torch.optim.lr_scheduler, "OneCycleLR", Recorded)
+    rng = np.random.default_rng(0)
+    demos = Demonstrations(rng.normal(size=(300, 2, 3, 8)).astype(np.float32), np.zeros((300, 2, 3, 3), np.float32),
+                           rng.integers(0, 6, (300, 2, 3)))
+    torch.manual_seed(0)
+    agent = AgentQNetwork(8, 6, hidden_dim=16, gnn_layers=1, dueling=True)
+    losses = distill(agent, demos, epochs=3, batch_size=128, lr=0.01, temperature=0.05, seed=0, lr_schedule="one_cycle")
+    # 300 rows in batches of 128: 3 steps an epoch, 9 in all; rates[k] is the rate of step k (rates[0]: the
+    # scheduler's own first step; the last entry comes after the last step)
+    assert len(losses) == 3 and len(rates) == 1 + 9
+    used = rates[:9]
+    assert max(used) == pytest.approx(0.01, rel=1e-3) and used == sorted(used, reverse=True)  # a tenth of 9: no climb
+    assert used[-1] == pytest.approx(0.01 / 25 / 1e4)
+    with pytest.raises(ValueError, match="lr_schedule='cosine'"):
+        distill(agent, demos, epochs=1, batch_size=128, lr=0.01, temperature=0.05, seed=0, lr_schedule="cosine")
 
 
 def test_train_qmix_distils_the_teacher_first(small_search, tmp_path):

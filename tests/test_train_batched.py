@@ -91,6 +91,7 @@ def test_init_from_a_privileged_run_takes_its_agent_network_only(tmp_path, capsy
     (["sim_scale.batch=64", "runtime.episodes_in_flight=4"], "runtime.episodes_in_flight=4 with sim_scale.batch=64"),
     (["sim_scale.batch=-1"], "sim_scale.batch=-1: must be an integer >= 0"),
     (["sim_scale.noise_samples=-2"], "sim_scale.noise_samples=-2: must be an integer >= 0"),
+    (["sim_scale.teacher_lr_schedule=cosine"], "sim_scale.teacher_lr_schedule='cosine': must be one of"),
     (["sim_scale.teacher_episodes=10", "train.episodes=6000000"], "would replay the teacher's"),
 ])
 def test_settings_that_cannot_go_together_are_named(sets, message):
