@@ -131,11 +131,11 @@ def plan_seeds(cfg: ExperimentConfig, seeds: Sequence[int], out_dir: Path) -> di
             effective = effective_config(seeded, RunOptions())  # what a new run saves as its config
         expected = effective.to_dict()
         results = _saved(run_dir / "results.json")
-        if results and same_experiment(results["config"], expected, RESUME_OVERRIDABLE - SCORING_KEYS):
+        if results and same_experiment(as_current(results["config"]), expected, RESUME_OVERRIDABLE - SCORING_KEYS):
             plans[seed] = SeedPlan(KEEP, seeded)
             continue
         checkpoint = _saved(run_dir / "checkpoint.pt")  # read only where needed: it holds the replay too
-        if checkpoint and same_experiment(checkpoint["config"], expected, RESUME_OVERRIDABLE):
+        if checkpoint and same_experiment(as_current(checkpoint["config"]), expected, RESUME_OVERRIDABLE):
             plans[seed] = SeedPlan(RESUME, effective, int(checkpoint["episode"]))
         else:
             plans[seed] = SeedPlan(RETRAIN if results or checkpoint else TRAIN, seeded)
@@ -152,6 +152,17 @@ def _saved(path: Path) -> dict | None:
     except ConfigError:
         return None
     return saved if "config" in saved else None
+
+
+def as_current(saved: dict) -> dict:
+    """A config dict that a run saved, as this version writes it: keys added since then hold their defaults
+    (a key is added with the default that keeps the behaviour before it), moved keys are in their new place.
+    One that no longer reads (a key this version does not know) is returned as it is: it matches no config."""
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # the note on moved keys
+            return ExperimentConfig.from_dict(saved).to_dict()
+    except (ConfigError, TypeError, ValueError):
+        return saved
 
 
 def same_experiment(saved: dict, expected: dict, free: frozenset[str]) -> bool:

@@ -89,6 +89,19 @@ def test_a_rerun_of_finished_seeds_trains_nothing(straight, capsys):
     assert [(out / f"seed{s}" / "results.json").stat().st_mtime_ns for s in (0, 1)] == times
 
 
+def test_a_run_saved_before_a_config_key_was_added_is_kept(straight, tmp_path):
+    out, _ = straight
+    older = tmp_path / "older"
+    for seed in (0, 1):
+        (older / f"seed{seed}").mkdir(parents=True)
+        results = json.loads((out / f"seed{seed}" / "results.json").read_text())
+        del results["config"]["sim_scale"]["teacher_lr_schedule"]  # the key's default keeps the old behaviour
+        if seed == 1:
+            results["config"]["sim_scale"]["teacher_warmup"] = 3  # a key this version does not know
+        (older / f"seed{seed}" / "results.json").write_text(json.dumps(results))
+    assert {s: p.action for s, p in plan_seeds(tiny(), [0, 1], older).items()} == {0: KEEP, 1: RETRAIN}
+
+
 def test_runs_of_another_config_are_not_reused(straight, tmp_path):
     out, _ = straight
     assert {s: p.action for s, p in plan_seeds(tiny(), [0, 1, 2], out).items()} == {0: KEEP, 1: KEEP, 2: TRAIN}
