@@ -5,8 +5,8 @@ Training's teacher stage (:func:`learners.teacher.imitate_teacher`, the config's
 the readable adaptive reference into a fresh agent network (torch seeded by ``--seed``). The network then reads
 the teacher's own trajectories: the first 8,192 episodes of the demonstrations it was trained on, and the teacher played on the
 seed's first 8,192 held-out (eval-split) episodes. An agent agrees where its greedy action is the teacher's; a
-round's joint action agrees where every agent's does. Round 1's choice depends only on the subject the reader
-infers from the text, so round 1's agreement is how well the network reads the subject from the task embedding.
+round's joint action agrees where every agent's does. Round 1's choice depends only on what the reader infers
+from the text, so round 1's agreement is how well the network reads the task embedding.
 
     python -m experiments.student_agreement --seeds 0 [--set sim_scale.teacher_epochs=16 ...]
 """
@@ -25,7 +25,7 @@ from learners.teacher import Demonstrations, imitate_teacher, teacher_demonstrat
 from topo_env.engine.seeding import held_out_seed, teacher_env_seed
 from topo_env.frontends.comm_actions import N_ACTIONS
 from topo_env.frontends.vector_env import SimVectorEnv
-from topo_env.references.headroom import cached_references
+from topo_env.references.reading import cached_posterior_policy
 
 EPISODES = 8192
 
@@ -48,11 +48,12 @@ def student_agreement(config: str, overrides: Sequence[str], seed: int) -> dict:
     venv = SimVectorEnv(dataclasses.replace(cfg.env, split="train"))
     agent = build_agent_network(venv.obs_builder.dim, N_ACTIONS, cfg.qmix)
     report = imitate_teacher(cfg.env, cfg.sim_scale, agent, seed, progress=False)
-    teacher, _ = cached_references(cfg.env, progress=False, context="readable")
+    teacher, _ = cached_posterior_policy(cfg.env, progress=False)
     learned = range(min(EPISODES, report["demonstrations"]))
-    trained_on = teacher_demonstrations(venv, teacher, [teacher_env_seed(seed, k) for k in learned])
+    reading = cfg.sim_scale.teacher_reading
+    trained_on = teacher_demonstrations(venv, teacher, [teacher_env_seed(seed, k) for k in learned], reading=reading)
     held_out = teacher_demonstrations(SimVectorEnv(dataclasses.replace(cfg.env, split="eval")), teacher,
-                                      list(range(held_out_seed(seed), held_out_seed(seed) + EPISODES)))
+                                      list(range(held_out_seed(seed), held_out_seed(seed) + EPISODES)), reading=reading)
     return {"seed": seed, "loss": report["losses"][-1], "seconds": report["seconds"],
             "train": agreement(agent, trained_on), "held_out": agreement(agent, held_out)}
 

@@ -1,9 +1,11 @@
 """How much of the headroom the teacher itself earns, and how precisely a run's held-out episodes measure a share.
 
-Training's teacher (:mod:`learners.teacher`) is the adaptive reference searched on what the task text tells.
-Played exactly as training plays it (each episode's subject read from its text by
-:class:`~topo_env.sim.tasks.TextReader`), on each seed's held-out episodes (those a run of that seed is scored
-on), its headroom share is the most a student that imitates it perfectly can earn. The share's standard
+Training's teacher (:mod:`learners.teacher`) plays the adaptive reference searched on what the task text tells,
+each episode's policy chosen from its text (:mod:`topo_env.references.reading`). Played exactly as training plays
+it, on each seed's held-out episodes (those a run of that seed is scored on), with both readings (``map``: the
+most probable subject's policy; ``posterior``, the default: the highest expected reward under the reader's
+posterior), its headroom share is the most a student that imitates it perfectly can earn. A third row plays
+each episode's true subject's policy (``known subject``): what misreading costs the ``map`` teacher. The share's standard
 error comes from the per-episode differences (delta method: share = mean(t - b) / mean(a - b)).
 
     python -m experiments.teacher_ceiling --seeds 0 1 2
@@ -21,7 +23,11 @@ from topo_env.engine.seeding import held_out_seed
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.frontends.vector_env import SimVectorEnv
 from topo_env.references import headroom
+from topo_env.references.reading import READINGS, cached_posterior_policy
 from topo_env.sim.tasks import TextReader
+
+KNOWN = "known subject"
+ROWS = (*READINGS, KNOWN)
 
 
 def share_with_se(policy: np.ndarray, best_fixed: np.ndarray, adaptive: np.ndarray) -> tuple[float, float]:
@@ -35,13 +41,14 @@ def share_with_se(policy: np.ndarray, best_fixed: np.ndarray, adaptive: np.ndarr
 
 class HeldOut(NamedTuple):
     """A run's held-out episodes for the batch simulator: ``arrays`` (tasks, noise, adversaries), the
-    headroom references' per-episode rewards (``best_fixed``, ``adaptive``), each episode's readable
-    context as training's teacher reads it (``rows``, the subject read from the text) and ``subject_read``
-    (the share read right)."""
+    headroom references' per-episode rewards (``best_fixed``, ``adaptive``), each episode's posteriors
+    over subject and difficulty bucket as training's teacher reads them (``posteriors``) and
+    ``subject_read`` (the share whose most probable subject is the true one)."""
     arrays: tuple
     best_fixed: np.ndarray
     adaptive: np.ndarray
-    rows: np.ndarray
+    posteriors: tuple[np.ndarray, np.ndarray]
+    subjects: np.ndarray
     subject_read: float
 
 
@@ -50,9 +57,9 @@ def held_out(venv: SimVectorEnv, config: EnvConfig, seed: int, episodes: int) ->
     drawn, _ = venv.sample_episodes(range(held_out_seed(seed), held_out_seed(seed) + episodes), "eval")
     arrays = (drawn.tasks, drawn.noise, drawn.adversaries)
     played = headroom.play_references(venv.sim, headroom.cached_references(config, progress=False)[0], *arrays)
-    subjects, _ = TextReader(venv.profile).read(list(drawn.texts))
-    return HeldOut(arrays, played["best_fixed"].reward, played["adaptive"].reward, headroom.readable_rows(subjects),
-                   float((subjects == drawn.tasks.subject).mean()))
+    posteriors = TextReader(venv.profile).posteriors(list(drawn.texts))
+    return HeldOut(arrays, played["best_fixed"].reward, played["adaptive"].reward, posteriors, drawn.tasks.subject,
+                   float((posteriors[0].argmax(axis=1) == drawn.tasks.subject).mean()))
 
 
 def ceiling(config: str, overrides: Sequence[str], seed: int, episodes: int) -> dict:
@@ -60,14 +67,17 @@ def ceiling(config: str, overrides: Sequence[str], seed: int, episodes: int) -> 
     cfg = load_experiment(config, overrides)
     venv = SimVectorEnv(cfg.env)
     episodes_of_run = held_out(venv, cfg.env, seed, episodes)
-    teacher, _ = headroom.cached_references(cfg.env, progress=False, context="readable")
-    rewards = headroom.play_policies(venv.sim, teacher.policies("adaptive", episodes_of_run.rows, venv.sim),
-                                     *episodes_of_run.arrays).reward
+    teacher, _ = cached_posterior_policy(cfg.env, progress=False)
     best_fixed, adaptive = episodes_of_run.best_fixed, episodes_of_run.adaptive
-    share, se = share_with_se(rewards, best_fixed, adaptive)
-    return {"seed": seed, "best_fixed": float(best_fixed.mean()), "adaptive": float(adaptive.mean()),
-            "teacher": float(rewards.mean()), "share": share, "share_se": se,
-            "subject_read": episodes_of_run.subject_read}
+    row = {"seed": seed, "best_fixed": float(best_fixed.mean()), "adaptive": float(adaptive.mean()),
+           "subject_read": episodes_of_run.subject_read}
+    known = teacher.candidates[teacher.subject_candidate[episodes_of_run.subjects]]
+    for reading in ROWS:
+        policies = known if reading == KNOWN else teacher.policies(*episodes_of_run.posteriors, reading=reading)
+        rewards = headroom.play_policies(venv.sim, policies, *episodes_of_run.arrays).reward
+        share, se = share_with_se(rewards, best_fixed, adaptive)
+        row[reading] = {"teacher": float(rewards.mean()), "share": share, "share_se": se}
+    return row
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -78,13 +88,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=20000, help="held-out episodes per seed (a run's train.eval_episodes)")
     args = p.parse_args(argv)
     rows = [ceiling(args.config, args.set, s, args.episodes) for s in args.seeds]
-    print("seed  best_fixed  adaptive  teacher  teacher share (SE)  subject read right")
+    print("seed  best_fixed  adaptive  reading        teacher  teacher share (SE)  subject read right")
     for r in rows:
-        print(f"{r['seed']:>4}  {r['best_fixed']:.4f}      {r['adaptive']:.4f}    {r['teacher']:.4f}   "
-              f"{r['share']:+.2f} ({r['share_se']:.2f})        {r['subject_read']:.3f}")
-    shares = np.array([r["share"] for r in rows])
-    if len(shares) > 1:
-        print(f"mean teacher share {shares.mean():+.2f} (SE over seeds {shares.std(ddof=1) / np.sqrt(len(shares)):.2f})")
+        for reading in ROWS:
+            print(f"{r['seed']:>4}  {r['best_fixed']:.4f}      {r['adaptive']:.4f}    {reading:<13}  "
+                  f"{r[reading]['teacher']:.4f}   {r[reading]['share']:+.2f} ({r[reading]['share_se']:.2f})"
+                  f"        {r['subject_read']:.3f}")
+    for reading in ROWS:
+        shares = np.array([r[reading]["share"] for r in rows])
+        if len(shares) > 1:
+            print(f"{reading}: mean teacher share {shares.mean():+.2f} "
+                  f"(SE over seeds {shares.std(ddof=1) / np.sqrt(len(shares)):.2f})")
     return 0
 
 

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 from learners.mixer import MIXERS
 from learners.teacher import TEACHER_LR_SCHEDULES
+from topo_env.references.reading import READINGS
 from topo_env.engine.backend_registry import BATCH_SIMULATOR, backend_offers
 from topo_env.engine.cli import apply_set, parse_set
 from topo_env.engine.config_checks import ConfigError, check_choice, check_int, check_number, load_yaml
@@ -199,6 +200,11 @@ class SimScaleConfig:
             ``teacher_lr_schedule``: ``constant`` (``teacher_lr`` throughout) or ``one_cycle``
             (``torch.optim.lr_scheduler.OneCycleLR``: up to ``teacher_lr`` over the first tenth of the
             steps, then cosine down to nearly 0; ``learners.teacher.TEACHER_LR_SCHEDULES``).
+            ``teacher_reading``: how the teacher reads a task's text
+            (``topo_env.references.reading.READINGS``): ``posterior`` (configs/default.yaml) plays
+            the policy of the highest expected reward under the reader's posterior over subject and
+            difficulty, ``map`` the policy of the most probable subject (the teacher before
+            2026-11-29, so the default of a config, or a saved run, that does not name one).
     """
 
     SECTION: ClassVar[str] = "sim_scale"
@@ -211,6 +217,7 @@ class SimScaleConfig:
     teacher_batch_size: int = 1024
     teacher_temperature: float = 0.05
     teacher_lr_schedule: str = "constant"
+    teacher_reading: str = "map"
 
     def __post_init__(self) -> None:
         for key in ("batch", "noise_samples", "teacher_episodes"):
@@ -220,6 +227,7 @@ class SimScaleConfig:
         check_number(self, "teacher_lr", 0.0, open_low=True, prefix=self.SECTION)
         check_number(self, "teacher_temperature", 0.0, open_low=True, prefix=self.SECTION)
         check_choice(self, "teacher_lr_schedule", TEACHER_LR_SCHEDULES, prefix=self.SECTION)
+        check_choice(self, "teacher_reading", READINGS, prefix=self.SECTION)
         _check_bools(self, "privileged_state")
 
     @property

@@ -1,11 +1,14 @@
 """Distilling a privileged teacher into the agent network before TD learning (simulated team only).
 
-The teacher is the adaptive reference of :mod:`topo_env.references.headroom` searched on what the task text
-tells (``cached_references(..., context="readable")``): per subject a Bayes-optimal reader infers
+The teacher starts from the adaptive reference of :mod:`topo_env.references.headroom` searched on what the
+task text tells (``cached_references(..., context="readable")``): per subject a Bayes-optimal reader infers
 from the text, the first-round joint action that paid best, then the second-round joint action for
-round 1's agreement class, chosen by scoring all 6^(N*T) open-loop sequences (and these closed-loop
-policies) on thousands of simulated episodes with common random numbers. It is privileged in how
-it was found (the simulator replays tasks and noise, a real team cannot), not in what it reads:
+round 1's agreement class, chosen by scoring open-loop sequences (and these closed-loop policies) on
+thousands of simulated episodes with common random numbers. It reads each task as
+:mod:`topo_env.references.reading` says (``sim_scale.teacher_reading``): by default it plays, of those
+policies, the one of the highest expected reward under the reader's whole posterior over subject and
+difficulty (``posterior``), else the policy of the most probable subject (``map``). It is privileged in
+how it was found (the simulator replays tasks and noise, a real team cannot), not in what it reads:
 an observation-reading policy can imitate it, which a TD learner would otherwise have to find by
 trial on noisy rewards. (The hidden-context reference, which also knows the difficulty bucket and
 the adversaries, is the yardstick of ``eval.headroom_share``, not a teacher: nothing observable
@@ -32,7 +35,9 @@ import torch.nn.functional as F
 
 from learners.agent_network import AgentQNetwork
 from topo_env.references import headroom
-from topo_env.references.headroom import References, agreement_class, cached_references, readable_rows
+from topo_env.references import reading as posterior_reading
+from topo_env.references.headroom import agreement_class
+from topo_env.references.reading import READINGS, PosteriorPolicy, cached_posterior_policy
 from topo_env.engine.seeding import teacher_env_seed
 from topo_env.sim.tasks import TextReader
 from topo_env.frontends.vector_env import SimVectorEnv
@@ -56,19 +61,20 @@ class Demonstrations:
         return len(self.actions)
 
 
-def teacher_demonstrations(venv: SimVectorEnv, references: References, seeds: Sequence[int],
-                           chunk: int = 4096) -> Demonstrations:
-    """The readable adaptive reference played on the episodes ``seeds`` (train split), ``chunk`` at a
-    time, each episode's context read from its text. ``references`` must be those of ``venv``'s
-    team searched on the readable context (``cached_references(config, context="readable")``)."""
+def teacher_demonstrations(venv: SimVectorEnv, teacher: PosteriorPolicy, seeds: Sequence[int],
+                           chunk: int = 4096, reading: str = "posterior") -> Demonstrations:
+    """The teacher played on the episodes ``seeds`` of ``venv``'s split, ``chunk`` at a time, each
+    episode's policy chosen from its text by ``reading`` (:data:`~topo_env.references.reading.READINGS`).
+    ``teacher`` must be that of ``venv``'s team (:func:`~topo_env.references.reading.cached_posterior_policy`)."""
+    if reading not in READINGS:
+        raise ValueError(f"reading={reading!r}: must be one of {list(READINGS)}")
     reader = TextReader(venv.profile)
     obs, adjacency, actions = [], [], []
     for start in range(0, len(seeds), chunk):
         part = list(seeds[start:start + chunk])
-        step = venv.reset(part, "train")
+        step = venv.reset(part)
         episodes = venv.episodes
-        subjects, _ = reader.read(list(episodes.texts))
-        policy = references.policies("adaptive", readable_rows(subjects), venv.sim)
+        policy = teacher.policies(*reader.posteriors(list(episodes.texts)), reading=reading)
         seen, adj, chosen = [], [], []
         for t in range(venv.rounds):
             outcome = np.zeros(len(part), np.int64) if t == 0 else agreement_class(venv.last_outputs.label)
@@ -121,22 +127,24 @@ def distill(agent: AgentQNetwork, demonstrations: Demonstrations, epochs: int, b
 
 def imitate_teacher(env_config, sim_scale, agent: AgentQNetwork, seed: int, device: torch.device | str = "cpu",
                     progress: bool = True) -> dict:
-    """The teacher stage of a training run: the readable adaptive reference of ``env_config``'s
-    simulated team (searched once and cached: :func:`topo_env.references.headroom.cached_references`), played
-    on ``sim_scale.teacher_episodes`` episodes (env seeds
+    """The teacher stage of a training run: the teacher of ``env_config``'s simulated team (its readable
+    references and value table, found once and cached: :func:`topo_env.references.reading.cached_posterior_policy`),
+    played with ``sim_scale.teacher_reading`` on ``sim_scale.teacher_episodes`` episodes (env seeds
     :func:`topo_env.engine.seeding.teacher_env_seed`) and distilled into ``agent``
     (:func:`distill` with the ``teacher_*`` settings of ``sim_scale``). Returns the report that
     results.json keeps: ``demonstrations``, ``search_episodes`` (the search's selection and
-    re-ranking episodes, each replayed under every sequence), ``search_cached``, ``epochs``,
-    ``losses`` (per epoch) and ``seconds``."""
+    re-ranking episodes, each replayed under every sequence), ``value_episodes`` (the value table's,
+    each replayed under every candidate), ``search_cached``, ``reading``, ``epochs``, ``losses``
+    (per epoch) and ``seconds``."""
     started = time.perf_counter()
     if progress:
         print("teacher: the adaptive reference on what the task text tells (searched once per team, then cached)",
               file=sys.stderr)
-    references, cached = cached_references(env_config, progress=progress, context="readable")
+    teacher, cached = cached_posterior_policy(env_config, progress=progress)
     venv = SimVectorEnv(dataclasses.replace(env_config, split="train"))
     count = int(sim_scale.teacher_episodes)
-    demonstrations = teacher_demonstrations(venv, references, [teacher_env_seed(seed, k) for k in range(count)])
+    demonstrations = teacher_demonstrations(venv, teacher, [teacher_env_seed(seed, k) for k in range(count)],
+                                            reading=sim_scale.teacher_reading)
     losses = distill(agent, demonstrations, sim_scale.teacher_epochs, sim_scale.teacher_batch_size,
                      sim_scale.teacher_lr, sim_scale.teacher_temperature, seed, device, sim_scale.teacher_lr_schedule)
     if progress:
@@ -144,5 +152,6 @@ def imitate_teacher(env_config, sim_scale, agent: AgentQNetwork, seed: int, devi
               file=sys.stderr)
     selection = headroom.REFERENCE_SELECTION
     return {"demonstrations": count, "search_episodes": selection["samples"] + selection["rerank_samples"],
-            "search_cached": bool(cached), "epochs": len(losses), "losses": losses,
+            "value_episodes": posterior_reading.value_episodes(), "search_cached": bool(cached),
+            "reading": sim_scale.teacher_reading, "epochs": len(losses), "losses": losses,
             "seconds": time.perf_counter() - started}

@@ -58,7 +58,8 @@ from topo_env.engine.threads import limit_blas_threads
 from topo_env.frontends.comm_actions import N_ACTIONS
 from topo_env.frontends.parallel_env import TopologyParallelEnv
 from topo_env.frontends.vector_env import SimVectorEnv
-from topo_env.references.headroom import cached_references, search_in_background
+from topo_env.references.headroom import search_in_background
+from topo_env.references.reading import cached_posterior_policy
 
 STOPPED = INTERRUPTED_STATUS
 """The exit status of a run stopped early, by Ctrl-C in any stage or by a budget (130, as a shell
@@ -188,7 +189,7 @@ def search_references_once(cfg: ExperimentConfig) -> None:
     headroom_search = search_in_background(cfg.env) if references_apply(cfg) else None
     try:
         if cfg.sim_scale.teacher_episodes:
-            cached_references(cfg.env, progress=False, context="readable")
+            cached_posterior_policy(cfg.env, progress=False)
     finally:
         if headroom_search is not None:
             headroom_search.join()
@@ -307,7 +308,8 @@ def distil_teacher(run: TrainingRun, progress: bool) -> None:
                                      progress=progress)
     run.learner.sync_targets(1.0)
     # the teacher's search and demonstrations: simulator episodes
-    record.spent["simulator_episodes"] += record.teacher["demonstrations"] + record.teacher["search_episodes"]
+    record.spent["simulator_episodes"] += (record.teacher["demonstrations"] + record.teacher["search_episodes"]
+                                           + record.teacher["value_episodes"])
 
 
 def play(run: TrainingRun, source: EpisodeSource, stop: GracefulStop, window: LogWindow, bar) -> None:

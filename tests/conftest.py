@@ -14,3 +14,18 @@ def smollm2_server():
 
     with LocalLlamaServer(n_ctx=2048, n_threads=1) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def small_search_cache(tmp_path_factory):
+    """A reference cache of the module's own (``TOPOMARL_CACHE_DIR``) and a small search
+    (``interrupted_run.SMALL_SEARCH``): the teacher's references are searched once per module, and
+    runs in a child process find them too."""
+    from interrupted_run import SMALL_SEARCH
+    from topo_env.references import headroom
+
+    folder = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TOPOMARL_CACHE_DIR", str(folder))
+        patch.setattr(headroom, "REFERENCE_SELECTION", {**headroom.REFERENCE_SELECTION, **SMALL_SEARCH})
+        yield folder

@@ -19,6 +19,7 @@ from topo_env.frontends.env_config import EnvConfig
 from topo_env.frontends.parallel_env import TopologyParallelEnv
 from topo_env.frontends.vector_env import SimVectorEnv
 from topo_env.references import headroom
+from topo_env.references.reading import cached_posterior_policy
 
 SEEDS = list(range(300, 360))
 
@@ -144,3 +145,4 @@ def test_a_points_references_are_searched_once_before_its_seeds_start(cheap_refe
     figure5.search_references_once(cfg)
     assert headroom.cached_references(cfg.env, progress=False)[1]
     assert headroom.cached_references(cfg.env, progress=False, context="readable")[1]
+    assert cached_posterior_policy(cfg.env, progress=False)[1]  # the teacher's value table too

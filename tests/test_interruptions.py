@@ -18,9 +18,8 @@ import pytest
 import torch
 
 import train_qmix
-from interrupted_run import SMALL_SEARCH, interrupt_at
+from interrupted_run import interrupt_at
 from topo_env.engine.cli import run_main
-from topo_env.references import headroom
 
 # costly module fixtures: pytest-xdist (--dist loadgroup, pyproject.toml) builds them once, on one worker
 pytestmark = pytest.mark.xdist_group("test_interruptions")
@@ -41,17 +40,7 @@ TIMING = {"seconds", "time_split", "search_cached"}
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    """The teacher's search cache and small search, for this module's runs in and out of process."""
-    folder = tmp_path_factory.mktemp("cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TOPOMARL_CACHE_DIR", str(folder))
-        mp.setattr(headroom, "REFERENCE_SELECTION", {**headroom.REFERENCE_SELECTION, **SMALL_SEARCH})
-        yield folder
-
-
-@pytest.fixture(scope="module")
-def straight(cache, tmp_path_factory):
+def straight(small_search_cache, tmp_path_factory):
     """The uninterrupted run."""
     out = tmp_path_factory.mktemp("straight")
     assert train_qmix.main(["--out", str(out), *TINY]) == 0
@@ -115,7 +104,8 @@ def test_ctrl_c_in_each_stage_says_how_to_go_on_and_going_on_ends_as_the_straigh
 
 
 @pytest.mark.parametrize("stage", ["teacher", "training", "validation", "evaluation"])
-def test_a_kill_in_a_stage_then_resuming_or_rerunning_ends_as_the_straight_run(stage, straight, cache, tmp_path):
+def test_a_kill_in_a_stage_then_resuming_or_rerunning_ends_as_the_straight_run(stage, straight, small_search_cache,
+                                                                             tmp_path):
     out = tmp_path / "run"
     argv = ["--out", str(out), *TINY]
     killed = subprocess.run([sys.executable, str(TESTS / "interrupted_run.py"), stage, "SIGKILL", "--", *argv],

@@ -1,7 +1,8 @@
 """The teacher of training at simulator scale: what a reader of the task text infers
 (topo_env.sim.tasks.TextReader), the adaptive reference searched on it (headroom's readable
-context), its demonstrations and their distillation into the agent network (learners.teacher),
-and the teacher stage of train_qmix.py."""
+context) and played on the reader's posterior (topo_env.references.reading), its demonstrations
+and their distillation into the agent network (learners.teacher), and the teacher stage of
+train_qmix.py."""
 from __future__ import annotations
 
 import json
@@ -14,6 +15,7 @@ import train_qmix
 from learners.agent_network import AgentQNetwork
 from learners.teacher import Demonstrations, distill, teacher_demonstrations
 from topo_env.references import headroom
+from topo_env.references.reading import cached_posterior_policy
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.sim.batch import TaskArrays
 from topo_env.sim.profiles import get_profile
@@ -58,32 +60,37 @@ def test_reading_drawn_words_is_reading_texts():
     assert 0.85 < np.mean(subjects == arrays.subject) < 0.91  # the cue words' fidelity: about 88%
 
 
-def test_demonstrations_play_the_readable_reference(small_search):
+def test_demonstrations_play_the_teacher_on_what_the_text_tells(small_search):
     config = EnvConfig()
     references, cached = headroom.cached_references(config, progress=False, context="readable")
     assert not cached and headroom.cached_references(config, progress=False, context="readable")[1]
     assert (references.contexts[:, 1:] == 0).all()  # only the subject read from the text
+    teacher, _ = cached_posterior_policy(config, progress=False)
     venv = SimVectorEnv(config)
     seeds = list(range(300))
-    demos = teacher_demonstrations(venv, references, seeds, chunk=128)
-    assert demos.obs.shape == (300, 2, 3, venv.obs_builder.dim) and demos.actions.shape == (300, 2, 3)
-    reader = TextReader(venv.profile)
     episodes, tasks = venv.sample_episodes(seeds, "train")
+    reader = TextReader(venv.profile)
     subjects, _ = reader.read([t.prompt for t in tasks])
-    policy = references.policies("adaptive", headroom.readable_rows(subjects), venv.sim)
-    np.testing.assert_array_equal(demos.actions[:, 0], policy[:, 0, 0])
-    # round 2: the joint action of round 1's agreement class, as the env plays the teacher's round 1
-    venv.reset(seeds, "train")
-    venv.step(demos.actions[:, 0])
-    classes = headroom.agreement_class(venv.last_outputs.label)
-    np.testing.assert_array_equal(demos.actions[:, 1], policy[np.arange(300), 1, classes])
+    map_policy = references.policies("adaptive", headroom.readable_rows(subjects), venv.sim)
+    posterior_policy = teacher.policies(*reader.posteriors([t.prompt for t in tasks]))
+    for reading, policy in (("map", map_policy), ("posterior", posterior_policy)):
+        demos = teacher_demonstrations(venv, teacher, seeds, chunk=128, reading=reading)
+        assert demos.obs.shape == (300, 2, 3, venv.obs_builder.dim) and demos.actions.shape == (300, 2, 3)
+        np.testing.assert_array_equal(demos.actions[:, 0], policy[:, 0, 0])
+        # round 2: the joint action of round 1's agreement class, as the env plays the teacher's round 1
+        venv.reset(seeds, "train")
+        venv.step(demos.actions[:, 0])
+        classes = headroom.agreement_class(venv.last_outputs.label)
+        np.testing.assert_array_equal(demos.actions[:, 1], policy[np.arange(300), 1, classes])
+    with pytest.raises(ValueError, match="reading='best'"):
+        teacher_demonstrations(venv, teacher, seeds, reading="best")
 
 
 def test_distillation_teaches_the_teachers_choices(small_search):
     config = EnvConfig(embed_dim=64)
-    references, _ = headroom.cached_references(config, progress=False, context="readable")
+    teacher, _ = cached_posterior_policy(config, progress=False)
     venv = SimVectorEnv(config)
-    demos = teacher_demonstrations(venv, references, list(range(2000)))
+    demos = teacher_demonstrations(venv, teacher, list(range(2000)))
     torch.manual_seed(0)
     agent = AgentQNetwork(venv.obs_builder.dim, 6, hidden_dim=32, gnn_layers=1, dueling=True)
 
@@ -140,6 +147,8 @@ def test_train_qmix_distils_the_teacher_first(small_search, tmp_path):
     result = json.loads((out / "results.json").read_text())
     teacher = result["train"]["teacher"]
     assert teacher["demonstrations"] == 512 and len(teacher["losses"]) == 2 and not teacher["search_cached"]
-    assert teacher["search_episodes"] == sum(SMALL_SEARCH.values())
+    assert teacher["search_episodes"] == sum(SMALL_SEARCH.values()) and teacher["value_episodes"] == 1200
+    assert teacher["reading"] == "posterior"
     assert [h["episode"] for h in result["validation"]["history"]] == [0, 32, 64]  # the student is a candidate
-    assert result["train"]["simulator_episodes"] == 512 + 900 + 64 * 2 * 2  # demonstrations, search, noise samples
+    # demonstrations, search, value table, noise samples
+    assert result["train"]["simulator_episodes"] == 512 + 900 + 1200 + 64 * 2 * 2

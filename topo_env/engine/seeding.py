@@ -41,8 +41,9 @@ VALIDATION_SEED_OFFSET = 1_000_000_000
 EXPLORATION_STREAM, REPLAY_STREAM, NOISE_SAMPLE_STREAM = 1, 2, 3
 POLICY_STREAMS: dict[str, int] = {"random": 0x5EED, "qmix": 0xE7A1}
 """Mixed into a stochastic policy's episode seed, so its draws are not the env's draws for that seed."""
-ORACLE_STREAMS: dict[str, int] = {"train": 0, "eval": 1, "rerank": 2}
-"""The oracle's sample sets: selection ("train"), reporting ("eval") and re-ranking ("rerank")."""
+ORACLE_STREAMS: dict[str, int] = {"train": 0, "eval": 1, "rerank": 2, "values": 3}
+"""The oracle's sample sets: selection ("train"), reporting ("eval"), re-ranking ("rerank") and the
+teacher's value table (``"values"``: :mod:`topo_env.references.reading`)."""
 
 
 TEACHER_SEED_OFFSET = 5_000_000

@@ -843,7 +843,6 @@ def cached_references(config: EnvConfig, seed: int = 0, progress: bool = True,
         raise ValueError(f"context={context!r}: must be one of {list(CONTEXTS)}")
     selection = selection or REFERENCE_SELECTION
     path = references_path(config, seed, context, cache_dir, selection)
-    directory = path.parent
     if path.is_file():
         try:
             return References.from_dict(json.loads(path.read_text())), True
@@ -857,11 +856,18 @@ def cached_references(config: EnvConfig, seed: int = 0, progress: bool = True,
         else:
             references, _ = select_searched_references(sim, seed, selection["samples"], selection["rerank_samples"],
                                                        progress, chooser)
+    store_in_cache(path, references.to_dict())
+    return references, False
+
+
+def store_in_cache(path: Path, data: dict[str, Any]) -> None:
+    """Keep ``data`` as JSON at ``path`` of the cache: written beside it under this process's name, then
+    renamed over it (processes that find the same result at once each write a whole file). A cache that
+    cannot be written is skipped: the next run computes the result again."""
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(references.to_dict()))
+        tmp.write_text(json.dumps(data))
         tmp.replace(path)
     except OSError:
-        pass  # no writable cache: the next run recomputes them
-    return references, False
+        pass

@@ -84,7 +84,8 @@ class TextReader:
     words the same with the buckets (:meth:`SimTaskSource.task`). So word w given subject s has
     probability ``f [w in V_s] / |V_s| + (1 - f) / S sum_s' [w in V_s'] / |V_s'|``; the posterior
     multiplies the profile's subject prior (the bucket prior: its Beta difficulty's mass per third)
-    by these over the text's words. :meth:`read` gives the most probable subject and bucket."""
+    by these over the text's words. :meth:`read` gives the most probable subject and bucket,
+    :meth:`posteriors` the whole posteriors."""
 
     def __init__(self, profile: SimProfile):
         from scipy.special import betainc  # the Beta distribution's CDF
@@ -140,11 +141,27 @@ class TextReader:
 
     def read(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(B,) MAP subject indices and (B,) MAP difficulty buckets of B task texts."""
-        subjects, buckets = np.empty(len(texts), np.int64), np.empty(len(texts), np.int64)
+        subjects, buckets = self._log_posteriors(texts)
+        return subjects.argmax(axis=1), buckets.argmax(axis=1)
+
+    def posteriors(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(B, S) posterior probabilities of the S subjects and (B, 3) of the difficulty buckets, given
+        each of B task texts' cue words (the two are independent: a task's difficulty is drawn
+        apart from its subject)."""
+        probabilities = []
+        for log in self._log_posteriors(texts):
+            weight = np.exp(log - log.max(axis=1, keepdims=True))
+            probabilities.append(weight / weight.sum(axis=1, keepdims=True))
+        return probabilities[0], probabilities[1]
+
+    def _log_posteriors(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(B, S) subject and (B, 3) bucket log posteriors, up to a constant per row."""
+        subjects = np.empty((len(texts), len(self._subject_prior)))
+        buckets = np.empty((len(texts), len(self._bucket_prior)))
         for b, text in enumerate(texts):
             topic, cues = self.cue_words(text)
-            subjects[b] = (self._subject_prior + sum(self._subjects[w] for w in topic)).argmax()
-            buckets[b] = (self._bucket_prior + sum(self._buckets[w] for w in cues)).argmax()
+            subjects[b] = self._subject_prior + sum(self._subjects[w] for w in topic)
+            buckets[b] = self._bucket_prior + sum(self._buckets[w] for w in cues)
         return subjects, buckets
 
 
