@@ -35,9 +35,8 @@ import torch.nn.functional as F
 
 from learners.agent_network import AgentQNetwork
 from topo_env.references import headroom
-from topo_env.references import reading as posterior_reading
 from topo_env.references.headroom import agreement_class
-from topo_env.references.reading import READINGS, PosteriorPolicy, cached_posterior_policy
+from topo_env.references.reading import PosteriorPolicy, cached_posterior_policy, value_episodes
 from topo_env.engine.seeding import teacher_env_seed
 from topo_env.sim.tasks import TextReader
 from topo_env.frontends.vector_env import SimVectorEnv
@@ -66,8 +65,6 @@ def teacher_demonstrations(venv: SimVectorEnv, teacher: PosteriorPolicy, seeds: 
     """The teacher played on the episodes ``seeds`` of ``venv``'s split, ``chunk`` at a time, each
     episode's policy chosen from its text by ``reading`` (:data:`~topo_env.references.reading.READINGS`).
     ``teacher`` must be that of ``venv``'s team (:func:`~topo_env.references.reading.cached_posterior_policy`)."""
-    if reading not in READINGS:
-        raise ValueError(f"reading={reading!r}: must be one of {list(READINGS)}")
     reader = TextReader(venv.profile)
     obs, adjacency, actions = [], [], []
     for start in range(0, len(seeds), chunk):
@@ -152,6 +149,6 @@ def imitate_teacher(env_config, sim_scale, agent: AgentQNetwork, seed: int, devi
               file=sys.stderr)
     selection = headroom.REFERENCE_SELECTION
     return {"demonstrations": count, "search_episodes": selection["samples"] + selection["rerank_samples"],
-            "value_episodes": posterior_reading.value_episodes(), "search_cached": bool(cached),
+            "value_episodes": value_episodes(), "search_cached": bool(cached),
             "reading": sim_scale.teacher_reading, "epochs": len(losses), "losses": losses,
             "seconds": time.perf_counter() - started}
