@@ -843,11 +843,9 @@ def cached_references(config: EnvConfig, seed: int = 0, progress: bool = True,
         raise ValueError(f"context={context!r}: must be one of {list(CONTEXTS)}")
     selection = selection or REFERENCE_SELECTION
     path = references_path(config, seed, context, cache_dir, selection)
-    if path.is_file():
-        try:
-            return References.from_dict(json.loads(path.read_text())), True
-        except (ValueError, KeyError, TypeError):
-            pass  # a damaged file: recompute it
+    cached = load_from_cache(path, References.from_dict)
+    if cached is not None:
+        return cached, True
     sim = CommBatchSimulator.from_config(config)
     chooser = hidden_context if context == "hidden" else readable_context(sim.profile, seed)
     with one_blas_thread():  # a training run searches two at once, one per core
@@ -858,6 +856,17 @@ def cached_references(config: EnvConfig, seed: int = 0, progress: bool = True,
                                                        progress, chooser)
     store_in_cache(path, references.to_dict())
     return references, False
+
+
+def load_from_cache(path: Path, parse: Callable[[dict[str, Any]], Any]) -> Any | None:
+    """``parse`` of the JSON kept at ``path`` of the cache (:func:`store_in_cache`), or None where there is
+    none or it is damaged (the caller computes the result again)."""
+    if not path.is_file():
+        return None
+    try:
+        return parse(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def store_in_cache(path: Path, data: dict[str, Any]) -> None:

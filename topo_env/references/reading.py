@@ -39,7 +39,8 @@ from topo_env.frontends.comm_batch import CommBatchSimulator
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.references import headroom
 from topo_env.references.headroom import (
-    References, cached_references, play_policies, readable_rows, reference_cache_dir, references_key, store_in_cache,
+    References, cached_references, load_from_cache, play_policies, readable_rows, reference_cache_dir, references_key,
+    store_in_cache,
 )
 
 VALUE_EPISODES_PER_RERANK = 2
@@ -163,11 +164,9 @@ def cached_posterior_policy(config: EnvConfig, seed: int = 0, progress: bool = T
     :func:`value_episodes` episodes, cached beside them. Returns it and whether both came from the cache."""
     episodes = value_episodes()
     path = posterior_policy_path(config, seed, episodes, cache_dir)
-    if path.is_file():
-        try:
-            return PosteriorPolicy.from_dict(json.loads(path.read_text())), True
-        except (ValueError, KeyError, TypeError):
-            pass  # a damaged file: recompute it
+    cached = load_from_cache(path, PosteriorPolicy.from_dict)
+    if cached is not None:
+        return cached, True
     references, _ = cached_references(config, seed, progress=progress, cache_dir=cache_dir, context="readable")
     with one_blas_thread():  # as the searches: a training run may search the held-out references beside it
         policy = posterior_policy(CommBatchSimulator.from_config(config), references, seed, episodes)
