@@ -425,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def dry_run(panels: dict[str, list[tuple[Any, Point]]], seeds: Sequence[int], out: Path) -> str:
     """The points of every panel, their folders and what the sweep would do with each seed."""
-    lines, seen, runs = [], set(), []
+    lines, seen, runs, points_left = [], set(), [], 0
     for panel, pairs in panels.items():
         lines.append(f"{panel} ({PANELS[panel].key}):")
         for value, point in pairs:
@@ -438,11 +438,13 @@ def dry_run(panels: dict[str, list[tuple[Any, Point]]], seeds: Sequence[int], ou
                 plans = plan_seeds(point.cfg, seeds, folder)
                 what = "; ".join(f"seed {s}: {plan.action}" for s, plan in plans.items())
                 runs += [plan.action for plan in plans.values()]
+                points_left += any(plan.action != KEEP for plan in plans.values())
             seen.add(point.name)
             lines.append(f"  {_label(value):>6}  {folder}  {what}")
     todo = sum(action != KEEP for action in runs)
-    lines.append(f"{len(runs) // max(len(seeds), 1)} points to train, {todo} of their {len(runs)} seed runs still to "
-                 f"run (at the default recipe about 2 minutes each for N = 3, T = 2 on 2 cores, more for larger teams)")
+    lines.append(f"{len(runs) // max(len(seeds), 1)} trained points, {points_left} with seeds left: {todo} of their "
+                 f"{len(runs)} seed runs still to run (at the default recipe about 2 minutes each for N = 3, T = 2 on "
+                 f"2 cores, more for larger teams)")
     return "\n".join(lines)
 
 

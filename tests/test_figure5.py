@@ -135,6 +135,7 @@ def test_a_tiny_sweep_reports_every_figure_and_a_rerun_trains_nothing(tiny_sweep
     listing = capsys.readouterr().out
     assert f"{out / 'points' / 'n2-t1-k100-w1.25'}  seed 0: keep; seed 1: keep" in listing
     assert "one agent alone" in listing and "shared with a panel above" in listing
+    assert "2 trained points, 0 with seeds left: 0 of their 4 seed runs still to run" in listing
 
 
 def test_a_points_references_are_searched_once_before_its_seeds_start(cheap_references):

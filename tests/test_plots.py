@@ -15,6 +15,7 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.image import imread
 from matplotlib.patches import FancyArrowPatch, Rectangle
+from matplotlib.text import Text
 
 import topo_env
 from topo_env.frontends.comm_actions import ACTION_NAMES
@@ -22,7 +23,7 @@ from topo_env.frontends.comm_graph import build_adjacency
 from topo_env.frontends.plots import (
     ACTION_STYLES, ADVERSARY_COLOR, DPI, ROUND_STYLES, draw_episodes, draw_round, draw_topology,
     draw_topology_examples, edge_actions, plot_action_distribution, plot_learning_curves, plot_robustness,
-    round_picture, save_figure, show_picture,
+    plot_sweeps, round_picture, save_figure, show_picture,
 )
 
 S, B, Q, G, V, D = range(6)  # solo, broadcast, query, aggregate, verify, debate
@@ -332,6 +333,23 @@ def test_robustness_bad_input():
 
 
 # -- files ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("columns", [1, 3])
+def test_sweeps_keep_their_legend_and_title_inside_the_figure(columns):
+    series = {label: {"accuracy": [[0.8, 0.01], None], "tokens_per_task": [[9000.0, 50.0], [12000.0, 80.0]]}
+              for label in ("QMIX", "best fixed sequence", "adaptive reference")}
+    panels = {f"setting {k}": {"x": [1, 2], "series": series, "xlabel": "value"} for k in range(columns)}
+    title = "Figure 5 on the simulated team: mean (SE) over seeds [0, 1, 2]"
+    fig = plot_sweeps(panels, title=title)
+    fig.canvas.draw()
+    inside = fig.bbox
+    titles = [t for t in fig.findobj(Text) if t.get_text() == title]
+    assert len(titles) == 1
+    for text in [*fig.legends, *titles]:
+        box = text.get_window_extent()
+        assert inside.x0 <= box.x0 and box.x1 <= inside.x1, (columns, box, inside)
+    assert legend_labels(fig) == ["QMIX", "best fixed sequence", "adaptive reference"]
 
 
 def test_save_figure_writes_a_png_at_120_dpi(tmp_path):

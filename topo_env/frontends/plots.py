@@ -877,8 +877,11 @@ def plot_sweeps(panels: Mapping[str, Mapping[str, Any]], metrics: Sequence[str] 
     for ax in axes.ravel():  # every series once, whichever panel drew it
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
-    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=len(handles), fontsize=8,
-               frameon=False)
-    if title:
-        fig.suptitle(title, fontsize=11)
+    legend = fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=len(handles),
+                        fontsize=8, frameon=False)
+    texts = [legend, fig.suptitle(title, fontsize=11)] if title else [legend]
+    renderer = fig.canvas.get_renderer()
+    widest = max(text.get_window_extent(renderer).width for text in texts) / fig.dpi
+    if widest + 0.2 > fig.get_figwidth():  # one narrow column: widen the figure so the legend and title fit
+        fig.set_figwidth(widest + 0.2)
     return fig
