@@ -879,7 +879,9 @@ def plot_sweeps(panels: Mapping[str, Mapping[str, Any]], metrics: Sequence[str] 
             handles.setdefault(label, handle)
     legend = fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=len(handles),
                         fontsize=8, frameon=False)
-    texts = [legend, fig.suptitle(title, fontsize=11)] if title else [legend]
+    texts = [legend]
+    if title:
+        texts.append(fig.suptitle(title, fontsize=11))
     renderer = fig.canvas.get_renderer()
     widest = max(text.get_window_extent(renderer).width for text in texts) / fig.dpi
     if widest + 0.2 > fig.get_figwidth():  # one narrow column: widen the figure so the legend and title fit
