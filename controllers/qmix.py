@@ -26,8 +26,10 @@ from topo_env.frontends.comm_actions import N_ACTIONS
 from topo_env.frontends.env_config import EnvConfig
 from topo_env.engine.config_checks import ConfigError
 
-TRAIN_EPISODES = 32768
-"""configs/default.yaml's train.episodes: the TD episodes `python train_qmix.py` trains, after its teacher (docs/training.md)."""
+TRAIN_EPISODES = 8192
+"""configs/default.yaml's train.episodes: the TD episodes `python train_qmix.py` trains, after its teacher
+(docs/training.md); a literal, as reading the YAML would import torch here (tests/test_controllers.py checks
+that the two agree)."""
 ENV_ROUNDS = None  # the profile's rounds, as QMIX trains on them
 BUILD_TAKES_ENV_CONFIG = True  # the registry hands build() the comparison's env config (training needs it)
 

@@ -174,6 +174,13 @@ def test_leaderboard_command_writes_json_and_picture(tmp_path, capsys):
     assert "leaderboard: profile mmlu_pro" in out and '"methods"' in out
 
 
+def test_leaderboard_trains_qmix_for_the_default_recipes_td_episodes():
+    from learners.config import DEFAULT_CONFIG, load_experiment
+    from controllers import qmix
+
+    assert qmix.TRAIN_EPISODES == load_experiment(DEFAULT_CONFIG).train.episodes
+
+
 def test_leaderboard_trains_qmix_with_train_qmix(tmp_path, monkeypatch):
     import learners.config
     # a small one-episode run: the config the QMIX controller reads (controllers/qmix.py) for its network and training
