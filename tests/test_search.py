@@ -164,3 +164,23 @@ def test_a_climb_that_replays_only_what_a_move_changes_scores_as_a_full_replay()
     scored = [shortlist.entries[c][climbed[c].tobytes()][0] for c in range(n_context)]
     assert (climbed[:, 1:] != climbed[:, 1:, :1]).any()  # some context answers one class unlike another
     assert scored == replayed.tolist()
+
+
+def test_trials_played_together_score_as_each_played_alone():
+    """The climbs score their candidates with ``play_trials``, which stacks the trials' copies of the episodes
+    into a few large batches (here 2 trials a batch, the last one short): each trial's rewards are, to the last
+    bit, those of playing it alone from the same state."""
+    from topo_env.frontends.comm_actions import N_ACTIONS
+    from topo_env.references import headroom
+
+    sim, train, episode_context, start = _all_solo_start("mmlu_pro", 3, 3, 150)
+    tasks, noise, adversaries = train
+    trials = np.random.default_rng(0).integers(0, N_ACTIONS, (7, *start.shape))
+    state = sim.run_round(sim.initial_state(len(episode_context), adversaries), start[episode_context, 0, 0], tasks,
+                          noise)
+    outcome = headroom.agreement_class(state.previous.label)
+    together = headroom.play_trials(sim, state, trials, episode_context, outcome, 1, tasks, noise, chunk_rows=400)
+    alone = [headroom.play_rounds(sim, state, trial, episode_context, outcome, 1, tasks, noise).reward
+             for trial in trials]
+    np.testing.assert_array_equal(together, np.stack(alone))
+    assert len(np.unique(together.sum(axis=1))) > 1  # the trials play differently

@@ -202,6 +202,28 @@ def play_rounds(sim: CommBatchSimulator, state: BatchState, policies: np.ndarray
     return sim.finish(state, tasks, noise)
 
 
+def play_trials(sim: CommBatchSimulator, state: BatchState, trials: np.ndarray, policy_of: np.ndarray,
+                outcome: np.ndarray, t: int, tasks: TaskArrays, noise: EpisodeNoise,
+                chunk_rows: int = DEFAULT_CHUNK_ROWS) -> np.ndarray:
+    """(V, B) rewards of :func:`play_rounds` once per trial: the B episodes of ``state`` played to the end
+    with trial v's policies (``trials`` (V, P, T, K, N); episode b plays ``trials[v, policy_of[b]]``). The V
+    copies of the B episodes run as batches of at most ``chunk_rows`` rows, not one small batch per trial:
+    episodes are independent rows of the batch simulator, so each row's reward is what a batch of its own
+    gives."""
+    n_trials, n_policies = trials.shape[:2]
+    b = len(policy_of)
+    flat = trials.reshape(n_trials * n_policies, *trials.shape[2:])
+    per_batch = max(1, int(chunk_rows) // max(b, 1))
+    out = np.empty((n_trials, b))
+    for first in range(0, n_trials, per_batch):
+        last = min(first + per_batch, n_trials)
+        rows = np.tile(np.arange(b), last - first)
+        which = np.repeat(np.arange(first, last), b) * n_policies + policy_of[rows]
+        result = play_rounds(sim, state.take(rows), flat, which, outcome[rows], t, tasks.take(rows), noise.take(rows))
+        out[first:last] = result.reward.reshape(last - first, b)
+    return out
+
+
 def rerank_candidates(sim: CommBatchSimulator, candidates: np.ndarray, context: np.ndarray, tasks: TaskArrays,
                       noise: EpisodeNoise, adversaries: np.ndarray) -> np.ndarray:
     """(L, R) reward of candidate slot l on each of the R episodes, where episode r plays its own context's
@@ -462,10 +484,8 @@ def _round_with_own_replies(sim: CommBatchSimulator, policies: np.ndarray, t: in
         prefix = sim.run_round(prefix, policies[episode_context, r, outcome], tasks, noise)
     before = np.zeros(rows, np.int64) if t == 0 else agreement_class(prefix.previous.label)
 
-    def play_from(state, trial, outcome, start):
-        return play_rounds(sim, state, trial, episode_context, outcome, start, tasks, noise).reward
-
-    best = np.bincount(episode_context, weights=play_from(prefix, policies, before, t), minlength=n_context)
+    best = np.bincount(episode_context, minlength=n_context,
+                       weights=play_rounds(sim, prefix, policies, episode_context, before, t, tasks, noise).reward)
     chosen: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for joint in joint_library(sim):
         trial = policies.copy()
@@ -474,13 +494,11 @@ def _round_with_own_replies(sim: CommBatchSimulator, policies: np.ndarray, t: in
         after = agreement_class(state.previous.label)
         group = episode_context * n_class + after
         seen = np.bincount(group, minlength=n_context * n_class).reshape(n_context, n_class)
-        sums = [np.bincount(group, weights=play_from(state, trial, after, t + 1), minlength=n_context * n_class)]
-        for reply in replies:
-            answered = trial.copy()
-            answered[:, t + 1] = reply
-            sums.append(np.bincount(group, weights=play_from(state, answered, after, t + 1),
-                                    minlength=n_context * n_class))
-        sums = np.stack(sums).reshape(1 + len(replies), n_context, n_class)
+        answered = np.repeat(trial[None], 1 + len(replies), axis=0)  # trial 0: the current replies
+        answered[1:, :, t + 1] = replies[:, None, None, :]
+        played = play_trials(sim, state, answered, episode_context, after, t + 1, tasks, noise)
+        sums = np.stack([np.bincount(group, weights=r, minlength=n_context * n_class) for r in played])
+        sums = sums.reshape(1 + len(replies), n_context, n_class)
         pick = np.where(seen >= MIN_CLASS_EPISODES, sums.argmax(axis=0), 0)  # (C, K); 0: the current entry
         value = np.take_along_axis(sums, pick[None], axis=0)[0].sum(axis=1)
         for c in np.flatnonzero(value > best + 1e-12):
@@ -567,16 +585,14 @@ def _climb_per_context(sim: CommBatchSimulator, policies: np.ndarray, coordinate
                 prefix, before = state_before(t)
                 active = np.arange(rows) if k is None else np.flatnonzero(before == k)
                 context = episode_context[active]
-                start, sub_tasks, sub_noise = prefix.take(active), tasks.take(active), noise.take(active)
                 where = (slice(None), t, slice(None) if k is None else k) + ((slice(None),) if i is None else (i,))
                 values = library if i is None else np.arange(N_ACTIONS)
-                played = [reward[active]]  # row 0: the current policies
-                for value in values:
-                    trial = policies.copy()
+                trials = np.repeat(policies[None], len(values), axis=0)
+                for trial, value in zip(trials, values):
                     trial[where] = value
-                    played.append(play_rounds(sim, start, trial, context, before[active], t, sub_tasks,
-                                              sub_noise).reward)
-                played = np.stack(played)  # (1 + candidates, active rows)
+                played = np.concatenate([reward[active][None],  # row 0: the current policies
+                                         play_trials(sim, prefix.take(active), trials, context, before[active], t,
+                                                     tasks.take(active), noise.take(active))])  # (1 + V, active rows)
                 sums = np.stack([np.bincount(episode_context, weights=_with(reward, active, p), minlength=n_context)
                                  for p in played])  # summed over every episode in order: as a full replay sums
                 allowed = np.ones(n_context, bool) if k is None else (
