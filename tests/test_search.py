@@ -184,3 +184,37 @@ def test_trials_played_together_score_as_each_played_alone():
              for trial in trials]
     np.testing.assert_array_equal(together, np.stack(alone))
     assert len(np.unique(together.sum(axis=1))) > 1  # the trials play differently
+
+
+@pytest.mark.parametrize("stop_at_climb", [2, 5])
+def test_a_search_stopped_midway_resumes_after_its_last_finished_climb_to_the_same_references(tmp_path, monkeypatch,
+                                                                                            stop_at_climb):
+    """A searched selection keeps a checkpoint after each climb (3 open-loop, then 2 adaptive ones here); stopped
+    during climb 2 (open loop) or climb 5 (adaptive) and started again on the same file, it climbs only what was
+    left and ends with the references and selection figures of a search that never stopped, to the last bit."""
+    from topo_env.references import headroom
+
+    sim = CommBatchSimulator(get_profile("humaneval"), 2, 3)
+    kwargs = dict(seed=0, samples=200, rerank_samples=400, progress=False, context_starts=3, adaptive_starts=2)
+    whole_refs, whole_selection = headroom.select_searched_references(sim, **kwargs)
+    climb, climbs, stopping = headroom._climb_per_context, [], True
+
+    class Stopped(Exception):
+        """The search's process stopped (a kill, a closed session)."""
+
+    def stopping_climb(*args, **kw):
+        climbs.append(args)
+        if len(climbs) == stop_at_climb and stopping:
+            raise Stopped
+        return climb(*args, **kw)
+
+    checkpoint = tmp_path / "search.partial.json"
+    monkeypatch.setattr(headroom, "_climb_per_context", stopping_climb)
+    with pytest.raises(Stopped):
+        headroom.select_searched_references(sim, checkpoint=checkpoint, **kwargs)
+    assert checkpoint.is_file()
+    climbs.clear()
+    stopping = False
+    refs, selection = headroom.select_searched_references(sim, checkpoint=checkpoint, **kwargs)
+    assert len(climbs) == 5 - (stop_at_climb - 1)  # the finished climbs are not climbed again
+    assert refs.to_dict() == whole_refs.to_dict() and selection == whole_selection

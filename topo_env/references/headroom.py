@@ -385,7 +385,8 @@ def select_searched_references(sim: CommBatchSimulator, seed: int = 0, samples: 
                                context: Callable[[TaskArrays, np.ndarray], np.ndarray] = hidden_context,
                                max_sweeps: int = search.MAX_SWEEPS,
                                context_shortlist: int = DEFAULT_CONTEXT_SHORTLIST,
-                               context_starts: int = 12, adaptive_starts: int = 3) -> tuple[References, dict[str, Any]]:
+                               context_starts: int = 12, adaptive_starts: int = 3,
+                               checkpoint: Path | None = None) -> tuple[References, dict[str, Any]]:
     """The references of :func:`select_references` for a team of any size and number of rounds, searched
     instead of enumerated (:mod:`topo_env.references.search`'s coordinate ascent with common random numbers),
     on the same "train" and "rerank" episodes of ``seed``:
@@ -406,36 +407,53 @@ def select_searched_references(sim: CommBatchSimulator, seed: int = 0, samples: 
     Each climb keeps per context the ``context_shortlist`` best distinct policies it met on "train"
     (:class:`ContextShortlist`); each context then keeps, on the "rerank" episodes, the best of ``best_fixed``
     and its open-loop ones (``context_only``), and of all of them (``adaptive``), as :func:`select_references`
-    does with its candidates. Returns the references and the selection figures of :func:`select_references`."""
+    does with its candidates. Returns the references and the selection figures of :func:`select_references`.
+
+    ``checkpoint``: a file where the search keeps what it has finished (the best fixed sequence, then each
+    climb's shortlists); a search started again with the same file resumes after its last finished climb
+    and ends with the same references, to the last bit, as one that never stopped. The caller removes it
+    once the references are kept."""
+    done = SearchCheckpoint(checkpoint)
     train, rerank, known, train_ctx, rerank_ctx = _selection_episodes(sim, seed, samples, rerank_samples, context)
     n_context, n_class = len(known), len(outcome_names(sim.n))
-    found = search.best_fixed_sequence(sim, seed=seed, samples=samples, rerank_samples=rerank_samples, eval_samples=1,
-                                       progress=progress)
+    found = done.get("best_fixed")
+    if found is None:
+        found = search.best_fixed_sequence(sim, seed=seed, samples=samples, rerank_samples=rerank_samples,
+                                           eval_samples=1, progress=progress)
+        done.save(best_fixed=found)
     fixed = search.chosen_actions(found)
     fixed_policy = open_loop_policy(fixed, n_class)
-    policies = np.broadcast_to(fixed_policy, (n_context, *fixed_policy.shape)).copy()  # (C, T, K, N)
-    # open loop (every class at once): whole joint actions, then one agent at a time
+    # open loop (every class at once): whole joint actions, then one agent at a time; the first climb from the
+    # best fixed sequence, then more from the baselines and the uniform sequences (one climb from the best
+    # fixed sequence stops where a better sequence needs two rounds changed at once)
     coordinates = [(t, None, i) for t in range(sim.rounds) for i in (None, *range(sim.n))]
-    open_loop = ContextShortlist(n_context, context_shortlist)
-    policies = _climb_per_context(sim, policies, coordinates, train, train_ctx, n_context, max_sweeps, progress,
-                                  "context only", open_loop)
-    # more open-loop climbs, from the baselines and the uniform sequences: one climb from the best fixed
-    # sequence stops where a better sequence needs two rounds changed at once
     others = [start for start in search.starting_sequences(sim) if not np.array_equal(start, fixed)]
-    for k, start in enumerate(others[:max(context_starts - 1, 0)]):
-        start_policies = np.broadcast_to(open_loop_policy(start, n_class), policies.shape).copy()
-        _climb_per_context(sim, start_policies, coordinates, train, train_ctx, n_context, max_sweeps, progress,
-                           f"context only (start {k + 2})", open_loop)
+    open_starts = [fixed, *others[:max(context_starts - 1, 0)]]
+    policies = np.broadcast_to(fixed_policy, (n_context, *fixed_policy.shape)).copy()  # (C, T, K, N)
+    open_loop = ContextShortlist(n_context, context_shortlist)
+    if done.get("open_climbs"):
+        policies = np.asarray(done.get("policies"), dtype=np.int64)
+        open_loop = ContextShortlist.from_list(done.get("open_loop"), context_shortlist)
+    for k in range(done.get("open_climbs") or 0, len(open_starts)):
+        start_policies = np.broadcast_to(open_loop_policy(open_starts[k], n_class), policies.shape).copy()
+        ended = _climb_per_context(sim, start_policies, coordinates, train, train_ctx, n_context, max_sweeps,
+                                   progress, "context only" + (f" (start {k + 1})" if k else ""), open_loop)
+        if k == 0:
+            policies = ended  # every context's own climb from the best fixed sequence: the shortlists' fill
+        done.save(open_climbs=k + 1, policies=policies.tolist(), open_loop=open_loop.to_list())
     closed = [(0, None, i) for i in (None, *range(sim.n))] + [
         (t, k, i) for t in range(1, sim.rounds) for k in range(n_class) for i in (None, *range(sim.n))]
     closed_loop = ContextShortlist(n_context, context_shortlist)
+    if done.get("adaptive_climbs"):
+        closed_loop = ContextShortlist.from_list(done.get("closed_loop"), context_shortlist)
     open_candidates = open_loop.stacked(policies)
-    for start in range(min(adaptive_starts, context_shortlist)):
+    for start in range(done.get("adaptive_climbs") or 0, min(adaptive_starts, context_shortlist)):
         begin = open_candidates[:, start]
         for t in range(sim.rounds - 1):
             begin = _round_with_own_replies(sim, begin, t, train, train_ctx, n_context, closed_loop)
         _climb_per_context(sim, begin, closed, train, train_ctx, n_context, max_sweeps, progress,
                            f"adaptive (start {start + 1})", closed_loop)
+        done.save(adaptive_climbs=start + 1, closed_loop=closed_loop.to_list())
     fixed_slot = np.broadcast_to(fixed_policy, (n_context, 1, *fixed_policy.shape))
     candidates = np.concatenate([fixed_slot, open_candidates, closed_loop.stacked(policies)], axis=1)
     slot_rewards = rerank_candidates(sim, candidates, rerank_ctx, *rerank)
@@ -536,6 +554,20 @@ class ContextShortlist:
             for drop in sorted(kept, key=lambda k: kept[k][0])[:len(kept) - self.size]:
                 del kept[drop]
 
+    def to_list(self) -> list[list[list]]:
+        """Per context its kept [score, policy] pairs in the order met (JSON; :meth:`from_list` inverts it)."""
+        return [[[score, policy.tolist()] for score, policy in kept.values()] for kept in self.entries]
+
+    @classmethod
+    def from_list(cls, data: list[list[list]], size: int) -> "ContextShortlist":
+        """The shortlist :meth:`to_list` wrote: the same entries in the same order (ties keep resolving alike)."""
+        shortlist = cls(len(data), size)
+        for kept, pairs in zip(shortlist.entries, data):
+            for score, policy in pairs:
+                policy = np.asarray(policy, dtype=np.int64)
+                kept[policy.tobytes()] = (float(score), policy)
+        return shortlist
+
     def stacked(self, fill: np.ndarray) -> np.ndarray:
         """(C, size, T, K, N): each context's best first (ties: the first met); a context with fewer
         repeats ``fill[c]`` ((C, T, K, N)) in the empty slots."""
@@ -545,6 +577,24 @@ class ContextShortlist:
             for slot, (_, policy) in enumerate(ranked):
                 out[c, slot] = policy
         return out
+
+
+class SearchCheckpoint:
+    """What :func:`select_searched_references` has finished, kept as JSON at ``path`` after each step
+    (:func:`store_in_cache`: a whole file or none), read back when a search starts with the same path.
+    ``path`` None keeps nothing."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.values: dict[str, Any] = (load_from_cache(path, dict) or {}) if path is not None else {}
+
+    def get(self, key: str) -> Any:
+        return self.values.get(key)
+
+    def save(self, **values: Any) -> None:
+        self.values.update(values)
+        if self.path is not None:
+            store_in_cache(self.path, self.values)
 
 
 def _climb_per_context(sim: CommBatchSimulator, policies: np.ndarray, coordinates: list, episodes: Any,
@@ -864,13 +914,15 @@ def cached_references(config: EnvConfig, seed: int = 0, progress: bool = True,
         return cached, True
     sim = CommBatchSimulator.from_config(config)
     chooser = hidden_context if context == "hidden" else readable_context(sim.profile, seed)
+    partial = path.with_name(f"{path.stem}.partial.json")  # a searched selection resumes from it
     with one_blas_thread():  # a training run searches two at once, one per core
         if exhaustive_feasible(sim):
             references, _ = select_references(sim, seed=seed, progress=progress, context=chooser, **selection)
         else:
             references, _ = select_searched_references(sim, seed, selection["samples"], selection["rerank_samples"],
-                                                       progress, chooser)
+                                                       progress, chooser, checkpoint=partial)
     store_in_cache(path, references.to_dict())
+    partial.unlink(missing_ok=True)
     return references, False
 
 
