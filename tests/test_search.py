@@ -186,17 +186,28 @@ def test_trials_played_together_score_as_each_played_alone():
     assert len(np.unique(together.sum(axis=1))) > 1  # the trials play differently
 
 
-@pytest.mark.parametrize("stop_at_climb", [2, 5])
-def test_a_search_stopped_midway_resumes_after_its_last_finished_climb_to_the_same_references(tmp_path, monkeypatch,
-                                                                                            stop_at_climb):
-    """A searched selection keeps a checkpoint after each climb (3 open-loop, then 2 adaptive ones here); stopped
-    during climb 2 (open loop) or climb 5 (adaptive) and started again on the same file, it climbs only what was
-    left and ends with the references and selection figures of a search that never stopped, to the last bit."""
+SMALL_SEARCH = dict(seed=0, samples=200, rerank_samples=400, progress=False, context_starts=3, adaptive_starts=2)
+
+
+@pytest.fixture(scope="module")
+def search_that_never_stopped():
+    """A small searched selection (N = 2, T = 3: 3 open-loop climbs, then 2 adaptive ones), run through."""
     from topo_env.references import headroom
 
     sim = CommBatchSimulator(get_profile("humaneval"), 2, 3)
-    kwargs = dict(seed=0, samples=200, rerank_samples=400, progress=False, context_starts=3, adaptive_starts=2)
-    whole_refs, whole_selection = headroom.select_searched_references(sim, **kwargs)
+    return sim, *headroom.select_searched_references(sim, **SMALL_SEARCH)
+
+
+@pytest.mark.parametrize("stop_at_climb", [2, 5])
+def test_a_search_stopped_midway_resumes_after_its_last_finished_climb_to_the_same_references(
+        tmp_path, monkeypatch, search_that_never_stopped, stop_at_climb):
+    """A searched selection keeps a checkpoint after each climb; stopped during climb 2 (open loop) or climb 5
+    (adaptive) and started again on the same file, it climbs only what was left and ends with the references and
+    selection figures of a search that never stopped, to the last bit."""
+    from topo_env.references import headroom
+
+    sim, whole_refs, whole_selection = search_that_never_stopped
+    kwargs = SMALL_SEARCH
     climb, climbs, stopping = headroom._climb_per_context, [], True
 
     class Stopped(Exception):
